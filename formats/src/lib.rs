@@ -1,0 +1,150 @@
+//! The `.mfc` mechanism blob: a versioned, checksummed, postcard-encoded description of a
+//! matrix-factorization mechanism, readable in place from a `&[u8]` (on a device, from flash).
+//!
+//! ```text
+//! offset  size  field
+//! 0       8     magic  b"MFCBLOB\0"
+//! 8       2     format version, u16 little-endian (this crate: 1)
+//! 10      2     flags, u16 little-endian (must be 0)
+//! 12      4     payload length P, u32 little-endian
+//! 16      P     payload: postcard encoding of [`Mechanism`]
+//! 16+P    4     CRC-32 (ISO-HDLC, as zlib) of bytes 0..16+P, u32 little-endian
+//! ```
+//!
+//! [`Mechanism::from_bytes`] checks the magic and the version before anything else, then the
+//! length, the checksum, the payload structure and every field ([`Mechanism::validate`]); tables
+//! are not copied. `SPEC.md` in this crate describes every byte and the compatibility policy;
+//! `tests/golden.rs` pins them.
+#![no_std]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+#[cfg(feature = "alloc")]
+extern crate alloc;
+
+mod error;
+mod mechanism;
+mod table;
+
+pub use error::Error;
+pub use mechanism::{
+    BandedLowRank, Calibration, Decoder, ErrorSummary, Header, Mechanism, Participation,
+    PrivacyTarget, Sensitivity, SensitivityMethod, Workload,
+};
+#[cfg(feature = "alloc")]
+pub use table::encode_f32s;
+pub use table::F32Table;
+
+/// The first eight bytes of every blob.
+pub const MAGIC: [u8; 8] = *b"MFCBLOB\0";
+/// The format version this crate reads and writes.
+pub const FORMAT_VERSION: u16 = 1;
+/// Bytes before the payload: magic, version, flags, payload length.
+pub const PREFIX_LEN: usize = 16;
+/// Bytes after the payload: the checksum.
+pub const CHECKSUM_LEN: usize = 4;
+
+const CRC: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC);
+
+/// The CRC-32 (ISO-HDLC) the blob format uses.
+pub fn checksum(bytes: &[u8]) -> u32 {
+    CRC.checksum(bytes)
+}
+
+fn u16_at(bytes: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_le_bytes([*bytes.get(at)?, *bytes.get(at + 1)?]))
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
+    let b = bytes.get(at..at + 4)?;
+    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// Checks the framing of a blob (magic, version, flags, length, checksum) and returns the payload.
+pub fn payload(bytes: &[u8]) -> Result<&[u8], Error> {
+    let magic = bytes.get(..MAGIC.len()).ok_or(Error::Truncated)?;
+    if magic != MAGIC {
+        return Err(Error::BadMagic);
+    }
+    let version = u16_at(bytes, 8).ok_or(Error::Truncated)?;
+    if version != FORMAT_VERSION {
+        return Err(Error::UnsupportedVersion { found: version });
+    }
+    let flags = u16_at(bytes, 10).ok_or(Error::Truncated)?;
+    if flags != 0 {
+        return Err(Error::UnsupportedFlags { found: flags });
+    }
+    let declared = u32_at(bytes, 12).ok_or(Error::Truncated)? as usize;
+    let end = PREFIX_LEN
+        .checked_add(declared)
+        .ok_or(Error::Truncated)?;
+    let total = end.checked_add(CHECKSUM_LEN).ok_or(Error::Truncated)?;
+    if bytes.len() < total {
+        return Err(Error::Truncated);
+    }
+    if bytes.len() > total {
+        return Err(Error::TrailingBytes);
+    }
+    let stored = u32_at(bytes, end).ok_or(Error::Truncated)?;
+    let computed = checksum(&bytes[..end]);
+    if stored != computed {
+        return Err(Error::ChecksumMismatch { stored, computed });
+    }
+    Ok(&bytes[PREFIX_LEN..end])
+}
+
+impl<'a> Mechanism<'a> {
+    /// Parses and validates a blob without copying its tables.
+    ///
+    /// Never panics: any byte string yields either a mechanism whose every field is in range or
+    /// an [`Error`].
+    pub fn from_bytes(bytes: &'a [u8]) -> Result<Self, Error> {
+        let payload = payload(bytes)?;
+        let (mechanism, rest): (Mechanism<'a>, _) =
+            postcard::take_from_bytes(payload).map_err(|_| Error::MalformedPayload)?;
+        if !rest.is_empty() {
+            return Err(Error::TrailingPayload);
+        }
+        mechanism.validate()?;
+        Ok(mechanism)
+    }
+
+    /// Writes the blob into `buf` and returns the written prefix of it.
+    pub fn write_to<'b>(&self, buf: &'b mut [u8]) -> Result<&'b mut [u8], Error> {
+        self.validate()?;
+        let body = buf
+            .get_mut(PREFIX_LEN..)
+            .ok_or(Error::BufferTooSmall)?;
+        let written = postcard::to_slice(self, body)
+            .map_err(|_| Error::BufferTooSmall)?
+            .len();
+        let declared = u32::try_from(written).map_err(|_| Error::BufferTooSmall)?;
+        let end = PREFIX_LEN + written;
+        if buf.len() < end + CHECKSUM_LEN {
+            return Err(Error::BufferTooSmall);
+        }
+        buf[..8].copy_from_slice(&MAGIC);
+        buf[8..10].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        buf[10..12].copy_from_slice(&0u16.to_le_bytes());
+        buf[12..16].copy_from_slice(&declared.to_le_bytes());
+        let crc = checksum(&buf[..end]);
+        buf[end..end + CHECKSUM_LEN].copy_from_slice(&crc.to_le_bytes());
+        Ok(&mut buf[..end + CHECKSUM_LEN])
+    }
+
+    /// Encodes the blob into a new vector.
+    #[cfg(feature = "alloc")]
+    pub fn to_vec(&self) -> Result<alloc::vec::Vec<u8>, Error> {
+        self.validate()?;
+        let payload = postcard::to_allocvec(self).map_err(|_| Error::BufferTooSmall)?;
+        let declared = u32::try_from(payload.len()).map_err(|_| Error::BufferTooSmall)?;
+        let mut blob = alloc::vec::Vec::with_capacity(PREFIX_LEN + payload.len() + CHECKSUM_LEN);
+        blob.extend_from_slice(&MAGIC);
+        blob.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        blob.extend_from_slice(&0u16.to_le_bytes());
+        blob.extend_from_slice(&declared.to_le_bytes());
+        blob.extend_from_slice(&payload);
+        let crc = checksum(&blob);
+        blob.extend_from_slice(&crc.to_le_bytes());
+        Ok(blob)
+    }
+}

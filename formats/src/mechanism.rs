@@ -1,0 +1,306 @@
+//! What a blob describes: the header (workload, horizon, participation, sensitivity, clipping,
+//! calibration, error summary) and the decoder in one of its stored forms.
+//!
+//! Every released value of a mechanism is
+//! `(A x)_i + noise_multiplier · clip_norm · sensitivity · (B̂ z)_i` with `z ~ N(0, I)`, where `A`
+//! is the workload, `B̂` the stored decoder and `sensitivity` the sensitivity of the encoder
+//! `Ĉ = B̂⁻¹ A` under the declared participation, computed by the compiler from the stored (f32)
+//! coefficients. The field order here is the wire order: see `SPEC.md`.
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Error, F32Table};
+
+/// A whole mechanism: header and decoder, borrowing its tables from the blob.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Mechanism<'a> {
+    /// Everything but the decoder's coefficients.
+    #[serde(borrow)]
+    pub header: Header<'a>,
+    /// The decoder `B̂`.
+    #[serde(borrow)]
+    pub decoder: Decoder<'a>,
+}
+
+/// The mechanism's description and its privacy and error figures.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Header<'a> {
+    /// The linear map `A` whose output is released.
+    #[serde(borrow)]
+    pub workload: Workload<'a>,
+    /// The horizon `n`: the number of steps the mechanism can release.
+    pub steps: u32,
+    /// Which sets of steps one record may contribute to.
+    pub participation: Participation,
+    /// The sensitivity of the encoder implied by the stored decoder.
+    pub sensitivity: Sensitivity,
+    /// `ζ`: every input row is clipped to this L2 norm by the runtime before use.
+    pub clip_norm: f64,
+    /// The noise multiplier `σ`, if the blob was calibrated for a privacy target.
+    pub calibration: Option<Calibration>,
+    /// Error of what ships, in units of `σ·ζ`.
+    pub error: ErrorSummary,
+    /// Name and version of the program that wrote the blob (informational).
+    #[serde(borrow)]
+    pub generator: &'a str,
+}
+
+/// The workload `A` (lower triangular, `n × n`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum Workload<'a> {
+    /// `A = S`, the lower-triangular matrix of ones: releases are prefix sums.
+    PrefixSum,
+    /// Any lower-triangular `A` supplied to the compiler. The runtime cannot stream `A x` for it
+    /// in bounded memory, so it releases the correlated noise `(B̂ z)_i` only and the caller adds
+    /// it to its own `(A x)_i`.
+    Custom {
+        /// A free-form description (for example the file the matrix came from).
+        label: &'a str,
+    },
+}
+
+/// The participation schema: which sets of steps one record may contribute to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum Participation {
+    /// Each record contributes to at most one step (single pass).
+    Single,
+    /// Fixed-epoch-order `(k, b)` participation: at most `k` steps, any two adjacent ones exactly
+    /// `b` steps apart (Choquette-Choo et al. 2023, Sec. 2).
+    FixedEpochOrder {
+        /// `k`, the maximum number of participations.
+        max_participations: u32,
+        /// `b`, the separation between adjacent participations.
+        min_separation: u32,
+    },
+}
+
+/// The L2 sensitivity of the encoder and how it was obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Sensitivity {
+    /// `sens(Ĉ)` for unit clip norm; the noise is scaled by it.
+    pub value: f64,
+    /// The method that produced `value`.
+    pub method: SensitivityMethod,
+}
+
+/// How a sensitivity was computed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum SensitivityMethod {
+    /// Exact: the maximum column norm of `Ĉ` (single participation).
+    MaxColumnNorm,
+    /// Exact for `ĈᵀĈ ≥ 0` elementwise: the maximum over participation patterns of
+    /// `sqrt(1ᵀ X[π,π] 1)` (Choquette-Choo et al. 2023, Eq. 3).
+    NonnegativeGram,
+    /// An upper bound: `λ·sqrt(k)` with `λ` the largest spectral norm of `Ĉ[:, π]`
+    /// (Choquette-Choo et al. 2023, Thm 2.1).
+    SpectralBound,
+}
+
+/// The calibrated noise multiplier and the privacy target it was derived from.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Calibration {
+    /// `σ`: the noise of the normalized mechanism is `N(0, σ²ζ²sens²)` per coordinate.
+    pub noise_multiplier: f64,
+    /// `(ε, δ)` the multiplier achieves, if it was calibrated for one.
+    pub target: Option<PrivacyTarget>,
+}
+
+/// An `(ε, δ)` differential-privacy target.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct PrivacyTarget {
+    /// `ε > 0`.
+    pub epsilon: f64,
+    /// `0 < δ < 1`.
+    pub delta: f64,
+}
+
+/// The error of the shipped mechanism for `σ = ζ = 1`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ErrorSummary {
+    /// `sqrt(L) = sens·‖B̂‖_F`: root of the total squared error over all steps.
+    pub sqrt_loss: f64,
+    /// `sqrt(L)` of the uncompressed optimum the decoder approximates, if known.
+    pub optimal_sqrt_loss: Option<f64>,
+    /// The largest per-step standard deviation, `max_i sens·‖B̂[i,:]‖`.
+    pub max_step_stddev: f64,
+    /// The standard deviation of the last step, `sens·‖B̂[n-1,:]‖`.
+    pub final_step_stddev: f64,
+}
+
+/// The stored decoder `B̂`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum Decoder<'a> {
+    /// Banded plus low rank: `B̂ = (L Rᵀ) ⊙ U⁽ʰ⁾ + D⁽ʰ⁾` (Denisov et al. 2022, App. H).
+    #[serde(borrow)]
+    BandedLowRank(BandedLowRank<'a>),
+}
+
+/// `B̂[i, j] = D[i, i−j]` for `0 ≤ i − j < h`, `(L Rᵀ)[i, j]` for `i − j ≥ h`, zero above the
+/// diagonal.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct BandedLowRank<'a> {
+    /// `h ≥ 1`: the number of diagonals stored exactly (the main diagonal included).
+    pub band: u32,
+    /// `r`: the rank of the part below the band.
+    pub rank: u32,
+    /// `n × h`, row-major: `diagonals[i·h + k] = B̂[i, i−k]`; zero where `k > i`.
+    #[serde(borrow)]
+    pub diagonals: F32Table<'a>,
+    /// `L`, `n × r`, row-major.
+    #[serde(borrow)]
+    pub left: F32Table<'a>,
+    /// `R`, `n × r`, row-major.
+    #[serde(borrow)]
+    pub right: F32Table<'a>,
+}
+
+impl<'a> BandedLowRank<'a> {
+    /// The `h` band coefficients of row `i`: `B̂[i, i], B̂[i, i−1], …, B̂[i, i−h+1]`.
+    #[inline]
+    pub fn diagonal_row(&self, step: usize) -> Option<F32Table<'a>> {
+        let h = self.band as usize;
+        self.diagonals.slice(step.checked_mul(h)?, h)
+    }
+
+    /// Row `i` of `L`.
+    #[inline]
+    pub fn left_row(&self, step: usize) -> Option<F32Table<'a>> {
+        let r = self.rank as usize;
+        self.left.slice(step.checked_mul(r)?, r)
+    }
+
+    /// Row `j` of `R`.
+    #[inline]
+    pub fn right_row(&self, step: usize) -> Option<F32Table<'a>> {
+        let r = self.rank as usize;
+        self.right.slice(step.checked_mul(r)?, r)
+    }
+
+    fn validate(&self, steps: u32) -> Result<(), Error> {
+        if self.band == 0 || self.band > steps {
+            return Err(Error::InvalidField {
+                field: "decoder.band",
+            });
+        }
+        if self.rank > steps {
+            return Err(Error::InvalidField {
+                field: "decoder.rank",
+            });
+        }
+        check_table("decoder.diagonals", self.diagonals, steps, self.band)?;
+        check_table("decoder.left", self.left, steps, self.rank)?;
+        check_table("decoder.right", self.right, steps, self.rank)?;
+        let h = self.band as usize;
+        for (i, row) in self.diagonals.as_bytes().chunks_exact(4 * h).enumerate() {
+            let coefficient = |k: usize| f32::from_le_bytes([row[4 * k], row[4 * k + 1], row[4 * k + 2], row[4 * k + 3]]);
+            if coefficient(0) == 0.0 {
+                return Err(Error::SingularDecoder { step: i as u32 });
+            }
+            if (i + 1..h).any(|k| coefficient(k).to_bits() != 0) {
+                return Err(Error::NonZeroPadding { step: i as u32 });
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_table(table: &'static str, t: F32Table<'_>, rows: u32, cols: u32) -> Result<(), Error> {
+    let expected = u64::from(rows) * u64::from(cols) * 4;
+    if t.as_bytes().len() as u64 != expected {
+        return Err(Error::TableLength {
+            table,
+            expected: u32::try_from(expected).unwrap_or(u32::MAX),
+            found: u32::try_from(t.as_bytes().len()).unwrap_or(u32::MAX),
+        });
+    }
+    match t.iter().position(|x| !x.is_finite()) {
+        Some(index) => Err(Error::NonFiniteCoefficient {
+            table,
+            index: index as u32,
+        }),
+        None => Ok(()),
+    }
+}
+
+fn positive_finite(field: &'static str, x: f64) -> Result<(), Error> {
+    if x.is_finite() && x > 0.0 {
+        Ok(())
+    } else {
+        Err(Error::InvalidField { field })
+    }
+}
+
+impl Mechanism<'_> {
+    /// The horizon `n`.
+    pub fn steps(&self) -> u32 {
+        self.header.steps
+    }
+
+    /// The standard deviation of each coordinate of `z` before decoding, `σ·ζ·sens`, if the blob
+    /// is calibrated.
+    pub fn noise_stddev(&self) -> Option<f64> {
+        self.header.calibration.map(|c| {
+            c.noise_multiplier * self.header.clip_norm * self.header.sensitivity.value
+        })
+    }
+
+    /// Checks every field against the ranges in `SPEC.md` (done by [`Mechanism::from_bytes`] and
+    /// before writing).
+    ///
+    /// [`Mechanism::from_bytes`]: crate::Mechanism::from_bytes
+    pub fn validate(&self) -> Result<(), Error> {
+        let h = &self.header;
+        if h.steps == 0 {
+            return Err(Error::InvalidField { field: "steps" });
+        }
+        if let Participation::FixedEpochOrder {
+            max_participations,
+            min_separation,
+        } = h.participation
+        {
+            if max_participations == 0 || min_separation == 0 || min_separation > h.steps {
+                return Err(Error::InvalidField {
+                    field: "participation",
+                });
+            }
+        }
+        positive_finite("sensitivity.value", h.sensitivity.value)?;
+        positive_finite("clip_norm", h.clip_norm)?;
+        if let Some(c) = h.calibration {
+            positive_finite("calibration.noise_multiplier", c.noise_multiplier)?;
+            if let Some(t) = c.target {
+                positive_finite("calibration.target.epsilon", t.epsilon)?;
+                if !(t.delta > 0.0 && t.delta < 1.0) {
+                    return Err(Error::InvalidField {
+                        field: "calibration.target.delta",
+                    });
+                }
+            }
+        }
+        let e = &h.error;
+        positive_finite("error.sqrt_loss", e.sqrt_loss)?;
+        positive_finite("error.max_step_stddev", e.max_step_stddev)?;
+        positive_finite("error.final_step_stddev", e.final_step_stddev)?;
+        if let Some(x) = e.optimal_sqrt_loss {
+            positive_finite("error.optimal_sqrt_loss", x)?;
+        }
+        match &self.decoder {
+            Decoder::BandedLowRank(d) => d.validate(h.steps),
+        }
+    }
+}

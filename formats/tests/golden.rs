@@ -1,0 +1,310 @@
+//! Golden bytes: the exact encoding of a small mechanism is the contract of `SPEC.md`.
+//! Also: every truncation and every single-bit flip of a valid blob is rejected, never a panic.
+
+use mfc_formats::{
+    BandedLowRank, Calibration, Decoder, Error, ErrorSummary, F32Table, Header, Mechanism,
+    Participation, PrivacyTarget, Sensitivity, SensitivityMethod, Workload, encode_f32s,
+};
+use proptest::prelude::*;
+
+/// n = 3, h = 2, r = 1: B̂ = [[1, 0, 0], [0.5, 1, 0], [0.25, 0.5, 1]] with the corner from L Rᵀ.
+fn tables() -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+    (
+        encode_f32s([1.0, 0.0, 1.0, 0.5, 1.0, 0.5]),
+        encode_f32s([0.0, 0.0, 0.5]),
+        encode_f32s([0.5, 0.0, 0.0]),
+    )
+}
+
+fn mechanism<'a>(d: &'a [u8], l: &'a [u8], r: &'a [u8]) -> Mechanism<'a> {
+    Mechanism {
+        header: Header {
+            workload: Workload::PrefixSum,
+            steps: 3,
+            participation: Participation::Single,
+            sensitivity: Sensitivity {
+                value: 1.0,
+                method: SensitivityMethod::MaxColumnNorm,
+            },
+            clip_norm: 1.0,
+            calibration: Some(Calibration {
+                noise_multiplier: 2.0,
+                target: Some(PrivacyTarget {
+                    epsilon: 2.0,
+                    delta: 0.5,
+                }),
+            }),
+            error: ErrorSummary {
+                sqrt_loss: 2.0,
+                optimal_sqrt_loss: None,
+                max_step_stddev: 1.5,
+                final_step_stddev: 1.5,
+            },
+            generator: "mfc",
+        },
+        decoder: Decoder::BandedLowRank(BandedLowRank {
+            band: 2,
+            rank: 1,
+            diagonals: F32Table::new(d).unwrap(),
+            left: F32Table::new(l).unwrap(),
+            right: F32Table::new(r).unwrap(),
+        }),
+    }
+}
+
+fn banded<'a>(m: &Mechanism<'a>) -> BandedLowRank<'a> {
+    match m.decoder {
+        Decoder::BandedLowRank(b) => b,
+        _ => unreachable!("the golden mechanism is banded"),
+    }
+}
+
+fn golden_blob() -> Vec<u8> {
+    let (d, l, r) = tables();
+    mechanism(&d, &l, &r).to_vec().unwrap()
+}
+
+/// The bytes, annotated as in `SPEC.md`.
+const GOLDEN: &str = concat!(
+    "4d4643424c4f4200", // magic "MFCBLOB\0"
+    "0100",             // format version 1
+    "0000",             // flags
+    "81000000",         // payload length 129
+    // payload (postcard)
+    "00",                           // workload: PrefixSum
+    "03",                           // steps: 3
+    "00",                           // participation: Single
+    "000000000000f03f",             // sensitivity.value: 1.0
+    "00",                           // sensitivity.method: MaxColumnNorm
+    "000000000000f03f",             // clip_norm: 1.0
+    "01",                           // calibration: Some
+    "0000000000000040",             //   noise_multiplier: 2.0
+    "01",                           //   target: Some
+    "0000000000000040",             //     epsilon: 2.0
+    "000000000000e03f",             //     delta: 0.5
+    "0000000000000040",             // error.sqrt_loss: 2.0
+    "00",                           // error.optimal_sqrt_loss: None
+    "000000000000f83f",             // error.max_step_stddev: 1.5
+    "000000000000f83f",             // error.final_step_stddev: 1.5
+    "03", "6d6663",                 // generator: "mfc"
+    "00",                           // decoder: BandedLowRank
+    "02",                           //   band: 2
+    "01",                           //   rank: 1
+    "18", "0000803f", "00000000", "0000803f", "0000003f", "0000803f", "0000003f", // diagonals
+    "0c", "00000000", "00000000", "0000003f", // left
+    "0c", "0000003f", "00000000", "00000000", // right
+    "a64bc3c1",         // CRC-32 of everything above (zlib.crc32)
+);
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn golden_bytes() {
+    assert_eq!(hex(&golden_blob()), GOLDEN);
+}
+
+#[test]
+fn golden_round_trip_reads_tables_in_place() {
+    let blob = golden_blob();
+    let m = Mechanism::from_bytes(&blob).unwrap();
+    let (d, l, r) = tables();
+    assert_eq!(m, mechanism(&d, &l, &r));
+    let b = banded(&m);
+    // The table points into the blob: no copy.
+    let start = b.diagonals.as_bytes().as_ptr() as usize - blob.as_ptr() as usize;
+    assert_eq!(&blob[start..start + 24], &d[..]);
+    assert_eq!(b.diagonal_row(2).unwrap().iter().collect::<Vec<_>>(), [1.0, 0.5]);
+    assert_eq!(b.left_row(2).unwrap().get(0), Some(0.5));
+    assert_eq!(m.noise_stddev(), Some(2.0));
+}
+
+#[test]
+fn write_to_matches_to_vec_and_reports_small_buffers() {
+    let blob = golden_blob();
+    let (d, l, r) = tables();
+    let m = mechanism(&d, &l, &r);
+    let mut buf = [0u8; 512];
+    assert_eq!(m.write_to(&mut buf).unwrap(), &blob[..]);
+    let mut small = vec![0u8; blob.len() - 1];
+    assert_eq!(m.write_to(&mut small), Err(Error::BufferTooSmall));
+}
+
+#[test]
+fn framing_errors_are_specific() {
+    let blob = golden_blob();
+    assert_eq!(Mechanism::from_bytes(&[]), Err(Error::Truncated));
+    let mut b = blob.clone();
+    b[0] ^= 1;
+    assert_eq!(Mechanism::from_bytes(&b), Err(Error::BadMagic));
+    let mut b = blob.clone();
+    b[8] = 2;
+    assert_eq!(
+        Mechanism::from_bytes(&b),
+        Err(Error::UnsupportedVersion { found: 2 })
+    );
+    let mut b = blob.clone();
+    b[10] = 1;
+    assert_eq!(
+        Mechanism::from_bytes(&b),
+        Err(Error::UnsupportedFlags { found: 1 })
+    );
+    let mut b = blob.clone();
+    b.push(0);
+    assert_eq!(Mechanism::from_bytes(&b), Err(Error::TrailingBytes));
+    let mut b = blob.clone();
+    let n = b.len();
+    b[n - 1] ^= 0x80;
+    assert!(matches!(
+        Mechanism::from_bytes(&b),
+        Err(Error::ChecksumMismatch { .. })
+    ));
+}
+
+/// Re-frames a modified payload with a correct checksum, to reach the semantic checks.
+fn reframe(m: &Mechanism<'_>) -> Vec<u8> {
+    let payload = postcard::to_allocvec(m).unwrap();
+    let mut blob = Vec::new();
+    blob.extend_from_slice(&mfc_formats::MAGIC);
+    blob.extend_from_slice(&1u16.to_le_bytes());
+    blob.extend_from_slice(&0u16.to_le_bytes());
+    blob.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    blob.extend_from_slice(&payload);
+    let crc = mfc_formats::checksum(&blob);
+    blob.extend_from_slice(&crc.to_le_bytes());
+    blob
+}
+
+#[test]
+fn semantic_errors_are_reported_even_with_a_valid_checksum() {
+    let (d, l, r) = tables();
+    let good = mechanism(&d, &l, &r);
+
+    let mut m = good;
+    m.header.steps = 0;
+    assert_eq!(
+        Mechanism::from_bytes(&reframe(&m)),
+        Err(Error::InvalidField { field: "steps" })
+    );
+
+    let mut m = good;
+    m.header.sensitivity.value = f64::NAN;
+    assert_eq!(
+        Mechanism::from_bytes(&reframe(&m)),
+        Err(Error::InvalidField {
+            field: "sensitivity.value"
+        })
+    );
+
+    let singular = encode_f32s([1.0, 0.0, 0.0, 0.5, 1.0, 0.5]);
+    let mut m = good;
+    m.decoder = Decoder::BandedLowRank(BandedLowRank {
+        diagonals: F32Table::new(&singular).unwrap(),
+        ..banded(&good)
+    });
+    assert_eq!(
+        Mechanism::from_bytes(&reframe(&m)),
+        Err(Error::SingularDecoder { step: 1 })
+    );
+
+    let nan = encode_f32s([0.0, f32::NAN, 0.5]);
+    let mut m = good;
+    m.decoder = Decoder::BandedLowRank(BandedLowRank {
+        left: F32Table::new(&nan).unwrap(),
+        ..banded(&good)
+    });
+    assert_eq!(
+        Mechanism::from_bytes(&reframe(&m)),
+        Err(Error::NonFiniteCoefficient {
+            table: "decoder.left",
+            index: 1
+        })
+    );
+
+    let short = encode_f32s([0.0, 0.5]);
+    let mut m = good;
+    m.decoder = Decoder::BandedLowRank(BandedLowRank {
+        right: F32Table::new(&short).unwrap(),
+        ..banded(&good)
+    });
+    assert_eq!(
+        Mechanism::from_bytes(&reframe(&m)),
+        Err(Error::TableLength {
+            table: "decoder.right",
+            expected: 12,
+            found: 8
+        })
+    );
+
+    let mut m = good;
+    if let Decoder::BandedLowRank(b) = &mut m.decoder {
+        b.band = 4;
+    }
+    assert_eq!(
+        Mechanism::from_bytes(&reframe(&m)),
+        Err(Error::InvalidField {
+            field: "decoder.band"
+        })
+    );
+    // An encoder refuses to write what a reader would refuse to read.
+    assert_eq!(
+        m.to_vec(),
+        Err(Error::InvalidField {
+            field: "decoder.band"
+        })
+    );
+}
+
+#[test]
+fn every_truncation_is_rejected() {
+    let blob = golden_blob();
+    for len in 0..blob.len() {
+        assert!(Mechanism::from_bytes(&blob[..len]).is_err(), "prefix {len}");
+    }
+}
+
+#[test]
+fn every_single_bit_flip_is_rejected() {
+    let blob = golden_blob();
+    for bit in 0..blob.len() * 8 {
+        let mut b = blob.clone();
+        b[bit / 8] ^= 1 << (bit % 8);
+        assert!(Mechanism::from_bytes(&b).is_err(), "bit {bit}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    /// Arbitrary bytes after a valid prefix never panic the parser.
+    #[test]
+    fn arbitrary_payloads_never_panic(tail in proptest::collection::vec(any::<u8>(), 0..300)) {
+        let mut blob = golden_blob()[..16].to_vec();
+        blob.extend_from_slice(&tail);
+        let _ = Mechanism::from_bytes(&blob);
+    }
+
+    /// Arbitrary payloads with a correct frame and checksum reach the decoder and never panic it.
+    #[test]
+    fn arbitrary_framed_payloads_never_panic(payload in proptest::collection::vec(any::<u8>(), 0..300)) {
+        let mut blob = Vec::new();
+        blob.extend_from_slice(&mfc_formats::MAGIC);
+        blob.extend_from_slice(&1u16.to_le_bytes());
+        blob.extend_from_slice(&0u16.to_le_bytes());
+        blob.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+        blob.extend_from_slice(&payload);
+        let crc = mfc_formats::checksum(&blob);
+        blob.extend_from_slice(&crc.to_le_bytes());
+        let _ = Mechanism::from_bytes(&blob);
+    }
+
+    /// Any multi-byte corruption of a valid blob is rejected.
+    #[test]
+    fn random_corruptions_are_rejected(at in 0usize..155, xor in 1u8..=255) {
+        let mut b = golden_blob();
+        let i = at % b.len();
+        b[i] ^= xor;
+        prop_assert!(Mechanism::from_bytes(&b).is_err());
+    }
+}
