@@ -1,0 +1,42 @@
+//! The `no_std`, allocation-free runtime of mfc: it replays a compiled matrix-factorization
+//! mechanism from an `.mfc` blob (read in place, e.g. from flash) and releases one differentially
+//! private prefix sum per step.
+//!
+//! ```
+//! use mfc_runtime::{ChaChaNoise, Mechanism, Stream};
+//! # use mfc_runtime::formats::*;
+//! # let (d, l, r) = (encode_f32s([1.0, 0.0, 1.0, 0.5]), encode_f32s([0.0; 2]), encode_f32s([0.0; 2]));
+//! # let t = |b| F32Table::new(b).unwrap();
+//! # let example = Mechanism { header: Header { workload: Workload::PrefixSum, steps: 2,
+//! #   participation: Participation::Single,
+//! #   sensitivity: Sensitivity { value: 1.2, method: SensitivityMethod::MaxColumnNorm },
+//! #   clip_norm: 1.0, calibration: Some(Calibration { noise_multiplier: 1.0, target: None }),
+//! #   error: ErrorSummary { sqrt_loss: 1.0, optimal_sqrt_loss: None, max_step_stddev: 1.0,
+//! #   final_step_stddev: 1.0 }, generator: "doc" },
+//! #   decoder: Decoder::BandedLowRank(BandedLowRank { band: 2, rank: 1, diagonals: t(&d),
+//! #   left: t(&l), right: t(&r) }) };
+//! let bytes: Vec<u8> = example.to_vec()?; // on a device: include_bytes!("mech.mfc")
+//! let mechanism = Mechanism::from_bytes(&bytes)?; // validates everything once
+//! let mut workspace = [0.0f32; 16]; // (h + r + 1)·d floats
+//! let noise = ChaChaNoise::from_seed([0x5a; 32])?; // a secret seed from a hardware RNG
+//! let mut stream = Stream::new(mechanism, 4, &mut workspace, noise)?;
+//! let mut release = [0.0f32; 4];
+//! stream.step(&[1.0, 0.0, 0.0, 0.0], &mut release)?; // clipped to ζ, summed, noised
+//! # Ok::<(), mfc_runtime::Error>(())
+//! ```
+//!
+//! Every fallible call checks everything before it changes anything: on error the stream is
+//! exactly as it was. Nothing here allocates, logs or panics on any input.
+#![no_std]
+#![forbid(unsafe_code)]
+
+mod error;
+pub mod noise;
+pub mod privacy;
+pub mod stream;
+
+pub use error::Error;
+pub use mfc_formats as formats;
+pub use mfc_formats::Mechanism;
+pub use noise::{ChaChaNoise, NoiseSource};
+pub use stream::{Stream, Workspace, clip_factor};

@@ -1,0 +1,246 @@
+//! The stream against a dense f64 reference on random banded-plus-low-rank mechanisms, the
+//! "errors change nothing" rule, and inputs that must never panic.
+
+use mfc_formats::{
+    BandedLowRank, Calibration, Decoder, ErrorSummary, F32Table, Header, Mechanism, Participation,
+    Sensitivity, SensitivityMethod, Workload, encode_f32s,
+};
+use mfc_runtime::{ChaChaNoise, Error, NoiseSource, Stream};
+use proptest::prelude::*;
+
+const SEED: [u8; 32] = *b"runtime replay test seed, 32 by!";
+
+/// A tiny deterministic generator for test coefficients (independent of the code under test).
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self) -> f32 {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((self.0 >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+    }
+}
+
+struct Tables {
+    n: usize,
+    h: usize,
+    r: usize,
+    diagonals: Vec<u8>,
+    left: Vec<u8>,
+    right: Vec<u8>,
+}
+
+fn tables(n: usize, h: usize, r: usize, seed: u64) -> Tables {
+    let mut g = Lcg(seed);
+    let diagonals = encode_f32s((0..n * h).map(|idx| {
+        let (i, k) = (idx / h, idx % h);
+        if k > i { 0.0 } else if k == 0 { 1.0 + g.next() } else { g.next() }
+    }));
+    let left = encode_f32s((0..n * r).map(|_| g.next()));
+    let right = encode_f32s((0..n * r).map(|_| g.next()));
+    Tables { n, h, r, diagonals, left, right }
+}
+
+fn mechanism<'a>(t: &'a Tables, workload: Workload<'a>, clip_norm: f64) -> Mechanism<'a> {
+    Mechanism {
+        header: Header {
+            workload,
+            steps: t.n as u32,
+            participation: Participation::Single,
+            sensitivity: Sensitivity { value: 1.3, method: SensitivityMethod::MaxColumnNorm },
+            clip_norm,
+            calibration: Some(Calibration { noise_multiplier: 0.7, target: None }),
+            error: ErrorSummary { sqrt_loss: 1.0, optimal_sqrt_loss: None, max_step_stddev: 1.0, final_step_stddev: 1.0 },
+            generator: "test",
+        },
+        decoder: Decoder::BandedLowRank(BandedLowRank {
+            band: t.h as u32,
+            rank: t.r as u32,
+            diagonals: F32Table::new(&t.diagonals).unwrap(),
+            left: F32Table::new(&t.left).unwrap(),
+            right: F32Table::new(&t.right).unwrap(),
+        }),
+    }
+}
+
+fn dense(t: &Tables) -> Vec<Vec<f64>> {
+    let f = |bytes: &[u8], i: usize| f64::from(F32Table::new(bytes).unwrap().get(i).unwrap());
+    (0..t.n)
+        .map(|i| {
+            (0..t.n)
+                .map(|j| match i.checked_sub(j) {
+                    Some(k) if k < t.h => f(&t.diagonals, i * t.h + k),
+                    Some(_) => (0..t.r).map(|q| f(&t.left, i * t.r + q) * f(&t.right, j * t.r + q)).sum(),
+                    None => 0.0,
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn input(i: usize, dim: usize) -> Vec<f32> {
+    let big = if i % 4 == 1 { 25.0 } else { 0.2 };
+    (0..dim).map(|c| big * ((i * 5 + c * 11) % 13) as f32 / 13.0 - big / 3.0).collect()
+}
+
+fn check_against_dense(n: usize, h: usize, r: usize, dim: usize, seed: u64) {
+    let t = tables(n, h, r, seed);
+    let m = mechanism(&t, Workload::PrefixSum, 2.0);
+    let b = dense(&t);
+    let scale = 0.7 * 2.0 * 1.3;
+    let mut z = vec![vec![0.0f32; dim]; n];
+    let mut reference = ChaChaNoise::from_seed(SEED).unwrap();
+    for (i, row) in z.iter_mut().enumerate() {
+        reference.fill_standard_normal(i as u64, 0, row);
+    }
+    let mut workspace = vec![0.0f32; Stream::<ChaChaNoise>::workspace_len(&m, dim).unwrap()];
+    assert_eq!(workspace.len(), (h + r + 1) * dim);
+    let mut stream = Stream::new(m, dim, &mut workspace, ChaChaNoise::from_seed(SEED).unwrap()).unwrap();
+    let mut sum = vec![0.0f64; dim];
+    let mut out = vec![0.0f32; dim];
+    for i in 0..n {
+        let x = input(i, dim);
+        let norm = x.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>().sqrt();
+        let clip = if norm > 2.0 { 2.0 / norm } else { 1.0 };
+        stream.step(&x, &mut out).unwrap();
+        for c in 0..dim {
+            sum[c] += f64::from(x[c]) * clip;
+            let noise: f64 = (0..=i).map(|j| b[i][j] * f64::from(z[j][c])).sum();
+            let expected = sum[c] + scale * noise;
+            assert!(
+                (f64::from(out[c]) - expected).abs() <= 1e-5 * expected.abs().max(1.0),
+                "n={n} h={h} r={r} d={dim} step {i} coord {c}: {} vs {expected}",
+                out[c]
+            );
+        }
+    }
+    assert!(matches!(stream.step(&input(0, dim), &mut out), Err(Error::StreamFinished { steps }) if steps == n as u32));
+}
+
+#[test]
+fn replay_equals_dense_reference() {
+    for dim in [1, 7, 64] {
+        for (n, h, r) in [(40, 3, 2), (40, 1, 4), (12, 12, 0), (30, 5, 0), (25, 2, 25)] {
+            check_against_dense(n, h, r, dim, (n * 31 + h * 7 + r + dim) as u64);
+        }
+    }
+}
+
+/// Every failed call leaves the stream exactly as it was: the releases that follow equal those of
+/// a stream that never saw the failed calls.
+#[test]
+fn errors_leave_the_state_unchanged() {
+    let t = tables(20, 3, 2, 9);
+    let dim = 5;
+    let run = |with_errors: bool| -> Vec<f32> {
+        let m = mechanism(&t, Workload::PrefixSum, 1.0);
+        let mut workspace = vec![0.0f32; 30];
+        let mut stream = Stream::new(m, dim, &mut workspace, ChaChaNoise::from_seed(SEED).unwrap()).unwrap();
+        let mut all = Vec::new();
+        let mut out = vec![0.0f32; dim];
+        for i in 0..20 {
+            if with_errors {
+                let mut bad = input(i, dim);
+                bad[2] = f32::NAN;
+                assert_eq!(stream.step(&bad, &mut out), Err(Error::NonFiniteInput { index: 2 }));
+                bad[2] = f32::INFINITY;
+                assert_eq!(stream.step(&bad, &mut out), Err(Error::NonFiniteInput { index: 2 }));
+                assert_eq!(
+                    stream.step(&input(i, dim + 1), &mut out),
+                    Err(Error::DimensionMismatch { expected: dim, found: dim + 1 })
+                );
+                assert_eq!(
+                    stream.step(&input(i, dim), &mut out[..dim - 1]),
+                    Err(Error::DimensionMismatch { expected: dim, found: dim - 1 })
+                );
+                assert_eq!(stream.steps_released(), i as u32);
+            }
+            stream.step(&input(i, dim), &mut out).unwrap();
+            all.extend_from_slice(&out);
+        }
+        all
+    };
+    assert_eq!(run(false), run(true));
+}
+
+#[test]
+fn custom_workloads_release_noise_only() {
+    let t = tables(16, 2, 1, 3);
+    let m = mechanism(&t, Workload::Custom { label: "A.npy" }, 1.0);
+    let b = dense(&t);
+    let mut workspace = vec![0.0f32; 8];
+    let mut stream = Stream::new(m, 2, &mut workspace, ChaChaNoise::from_seed(SEED).unwrap()).unwrap();
+    let mut out = [0.0f32; 2];
+    assert_eq!(stream.step(&[0.0, 0.0], &mut out), Err(Error::WorkloadNotStreamable));
+    let mut reference = ChaChaNoise::from_seed(SEED).unwrap();
+    let mut z = vec![[0.0f32; 2]; 16];
+    for i in 0..16 {
+        reference.fill_standard_normal(i as u64, 0, &mut z[i]);
+        stream.step_noise(&mut out).unwrap();
+        for c in 0..2 {
+            let expected: f64 = 0.7 * 1.3 * (0..=i).map(|j| b[i][j] * f64::from(z[j][c])).sum::<f64>();
+            assert!((f64::from(out[c]) - expected).abs() <= 1e-5 * expected.abs().max(1.0));
+        }
+    }
+    assert_eq!(stream.step_noise(&mut out), Err(Error::StreamFinished { steps: 16 }));
+}
+
+#[test]
+fn configuration_errors() {
+    let t = tables(8, 2, 1, 4);
+    let m = mechanism(&t, Workload::PrefixSum, 1.0);
+    let noise = || ChaChaNoise::from_seed(SEED).unwrap();
+    let mut small = [0.0f32; 7];
+    assert!(matches!(
+        Stream::new(m, 2, &mut small, noise()),
+        Err(Error::WorkspaceTooSmall { needed: 8, found: 7 })
+    ));
+    let mut ws = [0.0f32; 8];
+    assert!(matches!(Stream::new(m, 0, &mut ws, noise()), Err(Error::InvalidDimension)));
+    for sigma in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e300] {
+        assert!(matches!(
+            Stream::with_noise_multiplier(m, 2, &mut ws, noise(), sigma),
+            Err(Error::InvalidNoiseMultiplier)
+        ));
+    }
+    let mut uncalibrated = m;
+    uncalibrated.header.calibration = None;
+    assert!(matches!(Stream::new(uncalibrated, 2, &mut ws, noise()), Err(Error::NotCalibrated)));
+    // A static workspace works as well as a slice.
+    let mut fixed = mfc_runtime::Workspace::<8>::new();
+    let mut s = Stream::new(m, 2, &mut fixed, noise()).unwrap();
+    let mut out = [0.0f32; 2];
+    s.step(&[3.0, 4.0], &mut out).unwrap();
+}
+
+#[test]
+fn clipping_preserves_direction_even_for_huge_inputs() {
+    use mfc_runtime::clip_factor;
+    assert_eq!(clip_factor(&[0.3, 0.4], 1.0), 1.0);
+    assert!((clip_factor(&[3.0, 4.0], 1.0) - 0.2).abs() < 1e-15);
+    let f = clip_factor(&[3e37, 4e37, f32::MAX], 1.0);
+    let norm = (9e74f64 + 16e74 + f64::from(f32::MAX).powi(2)).sqrt();
+    assert!((f * norm - 1.0).abs() < 1e-7, "{f}");
+    assert_eq!(clip_factor(&[0.0, 0.0], 1.0), 1.0);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(300))]
+    /// No input — NaN, infinities, huge or tiny values, wrong lengths — panics the stream.
+    #[test]
+    fn no_input_panics(values in proptest::collection::vec(any::<f32>(), 0..12), out_len in 0usize..8, steps in 1usize..30) {
+        let t = tables(6, 2, 2, 5);
+        let m = mechanism(&t, Workload::PrefixSum, 1.0);
+        let mut workspace = vec![0.0f32; 5 * 4];
+        let mut stream = Stream::new(m, 4, &mut workspace, ChaChaNoise::from_seed(SEED).unwrap()).unwrap();
+        let mut out = vec![0.0f32; out_len];
+        for _ in 0..steps {
+            let before = stream.steps_released();
+            match stream.step(&values, &mut out) {
+                Ok(()) => {
+                    prop_assert_eq!(stream.steps_released(), before + 1);
+                    prop_assert!(out.iter().all(|x| x.is_finite()));
+                }
+                Err(_) => prop_assert_eq!(stream.steps_released(), before),
+            }
+        }
+    }
+}
