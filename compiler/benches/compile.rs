@@ -1,0 +1,67 @@
+//! Release benchmark of the compiler: the certified prefix-sum optimum and the shipped (h, r)
+//! mechanism for the sizes of Denisov et al. 2022, App. H, Table 2. Prints a table.
+//!
+//! Run: `cargo bench -p mfc-compiler --bench compile` (all sizes) or with `-- 256 512` to choose.
+
+use std::time::Instant;
+
+use mfc_compiler::compress::{CompressOptions, compress};
+use mfc_compiler::mechanism::compile_banded;
+use mfc_compiler::optimize::{OptimizeOptions, optimize_single_participation};
+use mfc_compiler::workload::Workload;
+
+/// (n, h, r, the paper's √L of the optimum and of the compressed mechanism).
+const CASES: [(usize, usize, usize, f64, f64); 4] = [
+    (256, 4, 4, 40.4, 40.4),
+    (512, 5, 4, 62.0, 62.2),
+    (1024, 5, 5, 94.6, 95.5),
+    (2048, 6, 5, 143.6, 145.8),
+];
+
+fn main() {
+    let wanted: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    println!(
+        "| n | optimum √L | dual bound √L | rel. gap | iterations | optimize s | (h, r) | shipped √L | paper (opt / shipped) | compress s | total compile s |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for (n, h, r, paper_opt, paper_shipped) in CASES {
+        if !wanted.is_empty() && !wanted.contains(&n) {
+            continue;
+        }
+        let a = Workload::PrefixSum.matrix(n).expect("prefix workload");
+        let start = Instant::now();
+        let optimum =
+            optimize_single_participation(a.as_ref(), &OptimizeOptions::default(), &mut |_| {})
+                .expect("optimum");
+        let optimize_s = start.elapsed().as_secs_f64();
+
+        let factorization = mfc_compiler::factorize::streaming_factorization(a.as_ref(), optimum.x.as_ref())
+            .expect("factorization");
+        let start = Instant::now();
+        compress(factorization.decoder.as_ref(), h, r, &CompressOptions::default()).expect("compress");
+        let compress_s = start.elapsed().as_secs_f64();
+
+        let start = Instant::now();
+        let compiled = compile_banded(
+            a.as_ref(),
+            h,
+            r,
+            &OptimizeOptions::default(),
+            &CompressOptions::default(),
+            &mut |_| {},
+        )
+        .expect("compile");
+        let total_s = start.elapsed().as_secs_f64();
+        println!(
+            "| {n} | {:.4} | {:.4} | {:.1e} | {} | {optimize_s:.2} | ({h}, {r}) | {:.3} | {paper_opt} / {paper_shipped} | {compress_s:.2} | {total_s:.2} |",
+            optimum.loss.sqrt(),
+            optimum.dual_bound.sqrt(),
+            optimum.relative_gap,
+            optimum.iterations,
+            compiled.sqrt_loss,
+        );
+    }
+}

@@ -1,0 +1,53 @@
+//! `mfc`: compile differentially private matrix-factorization mechanisms into `.mfc` blobs and
+//! inspect them. Thin glue over the `mfc_compiler` library: one module per subcommand, results on
+//! stdout, progress on stderr, errors once on stderr with exit code 2.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod calibrate;
+mod compile;
+mod inspect;
+
+/// Differentially private continual release with correlated Gaussian noise.
+#[derive(Parser)]
+#[command(name = "mfc", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Optimize, compress and calibrate a mechanism and write it as an .mfc blob.
+    Compile(compile::Args),
+    /// Print a blob's header, sizes and checksum status.
+    Inspect(inspect::Args),
+    /// Convert between (ε, δ) and the noise multiplier σ of a normalized mechanism.
+    Calibrate(calibrate::Args),
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    match Cli::parse().command {
+        Command::Compile(args) => compile::run(args),
+        Command::Inspect(args) => inspect::run(args),
+        Command::Calibrate(args) => calibrate::run(args),
+    }
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            let mut message = format!("mfc: {err}");
+            let mut source = err.source();
+            while let Some(cause) = source {
+                message.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            eprintln!("{message}");
+            ExitCode::from(2)
+        }
+    }
+}

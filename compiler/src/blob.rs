@@ -1,0 +1,103 @@
+//! Writing a compiled mechanism as an `.mfc` blob (see `formats/SPEC.md`).
+//!
+//! The coefficients written are exactly the f32-rounded ones the sensitivity was computed from:
+//! [`CompiledMechanism::compressed`] already holds them, and the conversion to `f32` below is
+//! exact. A blob that the format crate would refuse to read is never written.
+
+use mfc_formats::{
+    BandedLowRank as StoredBandedLowRank, Calibration, Decoder, ErrorSummary, Header, Mechanism,
+    Participation, Sensitivity, SensitivityMethod, Workload as StoredWorkload, encode_f32s,
+};
+
+use crate::mechanism::CompiledMechanism;
+use crate::workload::Workload;
+use crate::{Error, Result};
+
+/// What the blob records besides the compiled decoder.
+#[derive(Debug, Clone)]
+pub struct BlobOptions {
+    /// `ζ`, the L2 norm every input row is clipped to by the runtime.
+    pub clip_norm: f64,
+    /// The calibrated noise multiplier, if any.
+    pub calibration: Option<Calibration>,
+}
+
+impl Default for BlobOptions {
+    fn default() -> Self {
+        Self {
+            clip_norm: 1.0,
+            calibration: None,
+        }
+    }
+}
+
+/// The name and version written into every blob's `generator` field.
+pub const GENERATOR: &str = concat!("mfc-compiler ", env!("CARGO_PKG_VERSION"));
+
+fn exact_f32(values: &[f64]) -> Result<Vec<u8>> {
+    values
+        .iter()
+        .map(|&x| {
+            let y = x as f32;
+            if f64::from(y) == x {
+                Ok(y)
+            } else {
+                Err(Error::Numerical(format!(
+                    "coefficient {x:e} is not f32-representable: the sensitivity would not match the stored decoder"
+                )))
+            }
+        })
+        .collect::<Result<Vec<f32>>>()
+        .map(encode_f32s)
+}
+
+/// Encodes `compiled` (for `workload`, single participation) as blob bytes.
+pub fn encode(
+    compiled: &CompiledMechanism,
+    workload: &Workload,
+    options: &BlobOptions,
+) -> Result<Vec<u8>> {
+    let c = &compiled.compressed;
+    let steps = u32::try_from(c.steps)
+        .map_err(|_| Error::InvalidOption("more than 2^32 steps".into()))?;
+    let diagonals = exact_f32(&c.diagonals)?;
+    let left = exact_f32(&c.left)?;
+    let right = exact_f32(&c.right)?;
+    let label;
+    let stored_workload = match workload {
+        Workload::PrefixSum => StoredWorkload::PrefixSum,
+        Workload::Custom { label: l, .. } => {
+            label = l.clone();
+            StoredWorkload::Custom { label: &label }
+        }
+    };
+    let stddev: Vec<f64> = compiled.per_step_variance.iter().map(|v| v.sqrt()).collect();
+    let mechanism = Mechanism {
+        header: Header {
+            workload: stored_workload,
+            steps,
+            participation: Participation::Single,
+            sensitivity: Sensitivity {
+                value: compiled.sensitivity,
+                method: SensitivityMethod::MaxColumnNorm,
+            },
+            clip_norm: options.clip_norm,
+            calibration: options.calibration,
+            error: ErrorSummary {
+                sqrt_loss: compiled.sqrt_loss,
+                optimal_sqrt_loss: Some(compiled.optimal_sqrt_loss),
+                max_step_stddev: stddev.iter().copied().fold(0.0, f64::max),
+                final_step_stddev: stddev.last().copied().unwrap_or(0.0),
+            },
+            generator: GENERATOR,
+        },
+        decoder: Decoder::BandedLowRank(StoredBandedLowRank {
+            band: c.band as u32,
+            rank: c.rank as u32,
+            diagonals: mfc_formats::F32Table::new(&diagonals).expect("whole f32 words"),
+            left: mfc_formats::F32Table::new(&left).expect("whole f32 words"),
+            right: mfc_formats::F32Table::new(&right).expect("whole f32 words"),
+        }),
+    };
+    Ok(mechanism.to_vec()?)
+}

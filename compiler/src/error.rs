@@ -1,0 +1,71 @@
+//! The compiler's one error type: bad workloads and options, numerical failures, I/O, and blobs
+//! the format crate refuses.
+
+use std::fmt;
+
+/// Why compiling, reading or writing a mechanism failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The workload matrix is unusable (not square, not lower triangular, singular, non-finite…).
+    InvalidWorkload(String),
+    /// An option is out of range (band, rank, privacy target…).
+    InvalidOption(String),
+    /// The optimizer stopped before certifying the requested duality gap.
+    NotConverged {
+        /// Iterations run.
+        iterations: usize,
+        /// The relative duality gap reached.
+        relative_gap: f64,
+    },
+    /// A factorization or solve failed numerically.
+    Numerical(String),
+    /// Reading or writing a file failed.
+    Io(std::io::Error),
+    /// A blob could not be encoded or decoded.
+    Blob(mfc_formats::Error),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::InvalidWorkload(why) => write!(f, "invalid workload: {why}"),
+            Error::InvalidOption(why) => write!(f, "invalid option: {why}"),
+            Error::NotConverged {
+                iterations,
+                relative_gap,
+            } => write!(
+                f,
+                "optimizer did not certify the requested gap after {iterations} iterations (relative gap {relative_gap:.3e})"
+            ),
+            Error::Numerical(why) => write!(f, "numerical failure: {why}"),
+            Error::Io(e) => write!(f, "{e}"),
+            Error::Blob(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io(e) => Some(e),
+            Error::Blob(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Io(e)
+    }
+}
+
+impl From<mfc_formats::Error> for Error {
+    fn from(e: mfc_formats::Error) -> Self {
+        Error::Blob(e)
+    }
+}
+
+/// Shorthand for results of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,17 @@
+//! The host-side compiler of mfc: it optimizes a factorization `A = B C` of a lower-triangular
+//! workload, compresses the decoder `B` into a form a small device can replay, computes the
+//! sensitivity of the encoder that actually ships, calibrates the noise for a privacy target, and
+//! writes a versioned `.mfc` blob. The `mfc` binary is thin glue over this library.
+
+pub mod blob;
+pub mod calibrate;
+pub mod compress;
+pub mod error;
+pub mod factorize;
+pub mod mechanism;
+pub mod optimize;
+pub mod report;
+pub mod sensitivity;
+pub mod workload;
+
+pub use error::{Error, Result};

@@ -1,0 +1,163 @@
+//! The compile report: what shipped, how close it is to the optimum, and how private it is.
+//!
+//! The same [`CompileReport`] is printed as text for people and as JSON (`mfc compile --json`)
+//! for scripts; field names are stable.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::mechanism::CompiledMechanism;
+
+/// The privacy calibration recorded in a blob, as reported.
+#[derive(Debug, Clone, Serialize)]
+pub struct PrivacyReport {
+    /// `σ`, the noise multiplier.
+    pub noise_multiplier: f64,
+    /// `ε` of the target, if calibrated for one.
+    pub epsilon: Option<f64>,
+    /// `δ` of the target, if calibrated for one.
+    pub delta: Option<f64>,
+    /// zCDP `ρ = 1/(2σ²)`.
+    pub zcdp_rho: f64,
+    /// Expected root-mean-square error per step and coordinate, `σ·ζ·sqrt(L/n)`.
+    pub rmse_per_step: f64,
+    /// The largest per-step standard deviation per coordinate, `σ·ζ·max_i sens‖B̂[i,:]‖`.
+    pub max_stddev_per_step: f64,
+}
+
+/// Everything `mfc compile` reports.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompileReport {
+    /// The workload, as given.
+    pub workload: String,
+    /// `n`.
+    pub steps: usize,
+    /// `h`.
+    pub band: usize,
+    /// `r`.
+    pub rank: usize,
+    /// `sqrt(L)` of the mechanism that ships (f32 coefficients, sensitivity of `B̂⁻¹A`).
+    pub sqrt_loss: f64,
+    /// `sqrt(L)` of the certified optimum (primal value).
+    pub optimal_sqrt_loss: f64,
+    /// `sqrt` of the dual lower bound: no factorization can do better.
+    pub lower_bound_sqrt_loss: f64,
+    /// Relative duality gap of the optimum, `(primal − dual)/primal`.
+    pub duality_gap: f64,
+    /// Fixed-point iterations run.
+    pub iterations: usize,
+    /// The sensitivity recorded in the blob, computed from the stored coefficients.
+    pub sensitivity: f64,
+    /// How the sensitivity was computed.
+    pub sensitivity_method: &'static str,
+    /// `ζ`.
+    pub clip_norm: f64,
+    /// Per-step standard deviation for `σ = ζ = 1`, `sens·‖B̂[i,:]‖`, for every step.
+    pub step_stddev: Vec<f64>,
+    /// Calibration, if the blob is calibrated.
+    pub privacy: Option<PrivacyReport>,
+    /// Size of the blob in bytes.
+    pub blob_bytes: usize,
+    /// RAM the runtime needs per input coordinate, in f32 words: `h + r + 1`.
+    pub runtime_floats_per_coordinate: usize,
+    /// Where the blob was written.
+    pub out: Option<String>,
+    /// Wall-clock seconds spent compiling.
+    pub seconds: f64,
+}
+
+impl CompileReport {
+    /// Assembles the report of a compiled mechanism.
+    pub fn new(
+        workload: String,
+        compiled: &CompiledMechanism,
+        clip_norm: f64,
+        calibration: Option<mfc_formats::Calibration>,
+        blob_bytes: usize,
+    ) -> Self {
+        let c = &compiled.compressed;
+        let step_stddev: Vec<f64> = compiled.per_step_variance.iter().map(|v| v.sqrt()).collect();
+        let max_stddev = step_stddev.iter().copied().fold(0.0, f64::max);
+        let privacy = calibration.map(|cal| PrivacyReport {
+            noise_multiplier: cal.noise_multiplier,
+            epsilon: cal.target.map(|t| t.epsilon),
+            delta: cal.target.map(|t| t.delta),
+            zcdp_rho: crate::calibrate::zcdp_rho(cal.noise_multiplier),
+            rmse_per_step: cal.noise_multiplier * clip_norm * compiled.sqrt_loss
+                / (c.steps as f64).sqrt(),
+            max_stddev_per_step: cal.noise_multiplier * clip_norm * max_stddev,
+        });
+        Self {
+            workload,
+            steps: c.steps,
+            band: c.band,
+            rank: c.rank,
+            sqrt_loss: compiled.sqrt_loss,
+            optimal_sqrt_loss: compiled.optimal_sqrt_loss,
+            lower_bound_sqrt_loss: compiled.optimum.dual_bound.max(0.0).sqrt(),
+            duality_gap: compiled.optimum.relative_gap,
+            iterations: compiled.optimum.iterations,
+            sensitivity: compiled.sensitivity,
+            sensitivity_method: "max column norm of B̂⁻¹A (single participation), from the stored f32 coefficients",
+            clip_norm,
+            step_stddev,
+            privacy,
+            blob_bytes,
+            runtime_floats_per_coordinate: c.band + c.rank + 1,
+            out: None,
+            seconds: 0.0,
+        }
+    }
+}
+
+impl fmt::Display for CompileReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "workload            {} (n = {})", self.workload, self.steps)?;
+        writeln!(
+            f,
+            "optimum             sqrt(L) = {:.4}  (dual bound {:.4}, relative gap {:.2e}, {} iterations)",
+            self.optimal_sqrt_loss, self.lower_bound_sqrt_loss, self.duality_gap, self.iterations
+        )?;
+        writeln!(
+            f,
+            "shipped (h, r)      ({}, {})  sqrt(L) = {:.4}  (+{:.2}% over the optimum)",
+            self.band,
+            self.rank,
+            self.sqrt_loss,
+            100.0 * (self.sqrt_loss / self.optimal_sqrt_loss - 1.0)
+        )?;
+        writeln!(f, "sensitivity         {:.9}  ({})", self.sensitivity, self.sensitivity_method)?;
+        let max = self.step_stddev.iter().copied().fold(0.0, f64::max);
+        let last = self.step_stddev.last().copied().unwrap_or(0.0);
+        writeln!(
+            f,
+            "per-step stddev     max {max:.4}, last {last:.4}  (units of σ·ζ)"
+        )?;
+        writeln!(f, "clip norm           {}", self.clip_norm)?;
+        match &self.privacy {
+            Some(p) => {
+                write!(f, "privacy             σ = {:.6}", p.noise_multiplier)?;
+                if let (Some(e), Some(d)) = (p.epsilon, p.delta) {
+                    write!(f, "  for (ε, δ) = ({e}, {d:e})")?;
+                }
+                writeln!(
+                    f,
+                    ", ρ-zCDP {:.4e}; RMSE per step {:.4}, max stddev {:.4}",
+                    p.zcdp_rho, p.rmse_per_step, p.max_stddev_per_step
+                )?;
+            }
+            None => writeln!(f, "privacy             not calibrated (the caller supplies σ)")?,
+        }
+        writeln!(
+            f,
+            "runtime memory      (h + r + 1)·d = {}·d floats",
+            self.runtime_floats_per_coordinate
+        )?;
+        write!(f, "blob                {} bytes", self.blob_bytes)?;
+        if let Some(out) = &self.out {
+            write!(f, " -> {out}")?;
+        }
+        writeln!(f, "  ({:.2} s)", self.seconds)
+    }
+}

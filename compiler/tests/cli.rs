@@ -1,0 +1,137 @@
+//! Drives the real `mfc` binary: each subcommand once on good input and once on bad input.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn mfc(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mfc"))
+        .args(args)
+        .output()
+        .expect("the mfc binary runs")
+}
+
+fn temp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mfc-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn compile_writes_a_blob_and_reports_json() {
+    let out = temp("prefix.mfc");
+    let o = mfc(&[
+        "compile", "--workload", "prefix", "--steps", "64", "--band", "3", "--rank", "2",
+        "--epsilon", "2", "--delta", "1e-6", "--out", out.to_str().unwrap(), "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    for field in ["steps", "band", "rank", "sqrt_loss", "optimal_sqrt_loss", "duality_gap", "sensitivity", "blob_bytes"] {
+        assert!(report.get(field).is_some(), "missing {field}");
+    }
+    assert_eq!(report["steps"], 64);
+    assert!(report["duality_gap"].as_f64().unwrap() <= 1e-6);
+    let bytes = std::fs::read(&out).unwrap();
+    assert_eq!(report["blob_bytes"].as_u64().unwrap() as usize, bytes.len());
+    assert!(report["sqrt_loss"].as_f64().unwrap() >= report["optimal_sqrt_loss"].as_f64().unwrap() * (1.0 - 1e-9));
+
+    let o = mfc(&["inspect", out.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let inspected: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(inspected["steps"], 64);
+    assert_eq!(inspected["band"], 3);
+    assert_eq!(inspected["rank"], 2);
+    assert_eq!(inspected["checksum_ok"], true);
+    assert_eq!(inspected["sensitivity"], report["sensitivity"]);
+    assert_eq!(inspected["epsilon"], 2.0);
+
+    let o = mfc(&["inspect", out.to_str().unwrap()]);
+    assert!(o.status.success());
+    assert!(stdout(&o).contains("banded+low-rank"));
+}
+
+#[test]
+fn compile_rejects_bad_options_with_exit_code_2() {
+    let out = temp("bad.mfc");
+    let o = mfc(&["compile", "--steps", "16", "--band", "0", "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).starts_with("mfc: "), "{}", stderr(&o));
+    let o = mfc(&["compile", "--workload", "nonsense", "--steps", "16", "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("unknown workload"));
+}
+
+#[test]
+fn inspect_reports_corruption_and_exits_2() {
+    let out = temp("corrupt.mfc");
+    let o = mfc(&["compile", "--steps", "16", "--band", "2", "--rank", "1", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let mut bytes = std::fs::read(&out).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x10;
+    std::fs::write(&out, &bytes).unwrap();
+    let o = mfc(&["inspect", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("checksum mismatch"), "{}", stderr(&o));
+    assert_eq!(stderr(&o).lines().count(), 1, "the error is printed once");
+
+    let o = mfc(&["inspect", temp("missing.mfc").to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn compile_reads_a_numpy_workload() {
+    // A 3×3 float64 lower-triangular matrix in NPY v1.0 format, as numpy.save writes it.
+    let header = "{'descr': '<f8', 'fortran_order': False, 'shape': (3, 3), }";
+    let mut padded = header.to_string();
+    while (10 + padded.len() + 1) % 64 != 0 {
+        padded.push(' ');
+    }
+    padded.push('\n');
+    let mut npy = b"\x93NUMPY\x01\x00".to_vec();
+    npy.extend_from_slice(&(padded.len() as u16).to_le_bytes());
+    npy.extend_from_slice(padded.as_bytes());
+    for v in [1.0f64, 0.0, 0.0, 0.5, 1.0, 0.0, 0.25, 0.5, 1.0] {
+        npy.extend_from_slice(&v.to_le_bytes());
+    }
+    let path = temp("workload.npy");
+    std::fs::write(&path, &npy).unwrap();
+    let out = temp("npy.mfc");
+    let spec = format!("npy:{}", path.display());
+    let o = mfc(&["compile", "--workload", &spec, "--band", "1", "--rank", "1", "--out", out.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(report["steps"], 3);
+
+    // Not lower triangular: refused.
+    let mut upper = npy.clone();
+    let data = upper.len() - 9 * 8;
+    upper[data + 8..data + 16].copy_from_slice(&2.0f64.to_le_bytes());
+    std::fs::write(&path, &upper).unwrap();
+    let o = mfc(&["compile", "--workload", &spec, "--out", out.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+}
+
+#[test]
+fn calibrate_answers_both_directions() {
+    let o = mfc(&["calibrate", "--epsilon", "1", "--delta", "1e-5", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let sigma = v["noise_multiplier"].as_f64().unwrap();
+    assert!((sigma - 3.730632).abs() < 4e-6 && sigma >= 3.730632 * (1.0 - 1e-6));
+
+    let o = mfc(&["calibrate", "--noise-multiplier", "1", "--delta", "1e-5", "--json"]);
+    assert!(o.status.success());
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!((v["epsilon"].as_f64().unwrap() - 4.377178).abs() < 5e-6);
+
+    let o = mfc(&["calibrate", "--delta", "1e-5"]);
+    assert_eq!(o.status.code(), Some(2));
+}
