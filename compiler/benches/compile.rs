@@ -38,10 +38,17 @@ fn main() {
                 .expect("optimum");
         let optimize_s = start.elapsed().as_secs_f64();
 
-        let factorization = mfc_compiler::factorize::streaming_factorization(a.as_ref(), optimum.x.as_ref())
-            .expect("factorization");
+        let factorization =
+            mfc_compiler::factorize::streaming_factorization(a.as_ref(), optimum.x.as_ref())
+                .expect("factorization");
         let start = Instant::now();
-        compress(factorization.decoder.as_ref(), h, r, &CompressOptions::default()).expect("compress");
+        compress(
+            factorization.decoder.as_ref(),
+            h,
+            r,
+            &CompressOptions::default(),
+        )
+        .expect("compress");
         let compress_s = start.elapsed().as_secs_f64();
 
         let start = Instant::now();

@@ -58,8 +58,8 @@ pub fn encode(
     options: &BlobOptions,
 ) -> Result<Vec<u8>> {
     let c = &compiled.compressed;
-    let steps = u32::try_from(c.steps)
-        .map_err(|_| Error::InvalidOption("more than 2^32 steps".into()))?;
+    let steps =
+        u32::try_from(c.steps).map_err(|_| Error::InvalidOption("more than 2^32 steps".into()))?;
     let diagonals = exact_f32(&c.diagonals)?;
     let left = exact_f32(&c.left)?;
     let right = exact_f32(&c.right)?;
@@ -71,7 +71,11 @@ pub fn encode(
             StoredWorkload::Custom { label: &label }
         }
     };
-    let stddev: Vec<f64> = compiled.per_step_variance.iter().map(|v| v.sqrt()).collect();
+    let stddev: Vec<f64> = compiled
+        .per_step_variance
+        .iter()
+        .map(|v| v.sqrt())
+        .collect();
     let mechanism = Mechanism {
         header: Header {
             workload: stored_workload,

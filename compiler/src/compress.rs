@@ -54,7 +54,9 @@ impl BandedLowRank {
         let (h, r) = (self.band, self.rank);
         Mat::from_fn(self.steps, self.steps, |i, j| match i.checked_sub(j) {
             Some(k) if k < h => self.diagonals[i * h + k],
-            Some(_) => (0..r).map(|q| self.left[i * r + q] * self.right[j * r + q]).sum(),
+            Some(_) => (0..r)
+                .map(|q| self.left[i * r + q] * self.right[j * r + q])
+                .sum(),
             None => 0.0,
         })
     }
@@ -90,7 +92,11 @@ fn solve_small(g: &[f64], b: &[f64], ridge: f64) -> Vec<f64> {
             for k in 0..j {
                 s -= l[i * r + k] * l[j * r + k];
             }
-            l[i * r + j] = if i == j { s.max(f64::MIN_POSITIVE).sqrt() } else { s / l[j * r + j] };
+            l[i * r + j] = if i == j {
+                s.max(f64::MIN_POSITIVE).sqrt()
+            } else {
+                s / l[j * r + j]
+            };
         }
     }
     let mut y = b.to_vec();
@@ -111,7 +117,15 @@ fn solve_small(g: &[f64], b: &[f64], ridge: f64) -> Vec<f64> {
 
 /// One half-sweep: refits every row of `target` (`n × r`) given `fixed`, where row `t` of the
 /// target sees the entries `pairs(t)` of `B` against the rows of `fixed` they pair with.
-fn refit(b: MatRef<'_, f64>, h: usize, r: usize, ridge: f64, fixed: &[f64], target: &mut [f64], left_side: bool) {
+fn refit(
+    b: MatRef<'_, f64>,
+    h: usize,
+    r: usize,
+    ridge: f64,
+    fixed: &[f64],
+    target: &mut [f64],
+    left_side: bool,
+) {
     let n = b.nrows();
     let mut gram = vec![0.0; r * r];
     let add = |gram: &mut [f64], row: &[f64]| {
@@ -165,9 +179,17 @@ fn extrapolate(new: &mut [f64], old: &[f64], omega: f64) {
     }
 }
 
-fn objective(b: MatRef<'_, f64>, h: usize, r: usize, ridge: f64, left: &[f64], right: &[f64]) -> f64 {
+fn objective(
+    b: MatRef<'_, f64>,
+    h: usize,
+    r: usize,
+    ridge: f64,
+    left: &[f64],
+    right: &[f64],
+) -> f64 {
     let n = b.nrows();
-    let mut total = ridge * (left.iter().map(|x| x * x).sum::<f64>() + right.iter().map(|x| x * x).sum::<f64>());
+    let mut total = ridge
+        * (left.iter().map(|x| x * x).sum::<f64>() + right.iter().map(|x| x * x).sum::<f64>());
     for i in h..n {
         for j in 0..=i - h {
             let fit: f64 = (0..r).map(|q| left[i * r + q] * right[j * r + q]).sum();
@@ -178,16 +200,27 @@ fn objective(b: MatRef<'_, f64>, h: usize, r: usize, ridge: f64, left: &[f64], r
 }
 
 /// Compresses `decoder` into `h` exact diagonals plus a rank-`r` fit of the rest.
-pub fn compress(decoder: MatRef<'_, f64>, band: usize, rank: usize, options: &CompressOptions) -> Result<BandedLowRank> {
+pub fn compress(
+    decoder: MatRef<'_, f64>,
+    band: usize,
+    rank: usize,
+    options: &CompressOptions,
+) -> Result<BandedLowRank> {
     let n = decoder.nrows();
     if decoder.ncols() != n || n == 0 {
-        return Err(Error::InvalidWorkload("the decoder must be square and non-empty".into()));
+        return Err(Error::InvalidWorkload(
+            "the decoder must be square and non-empty".into(),
+        ));
     }
     if band == 0 || band > n {
-        return Err(Error::InvalidOption(format!("the band h must be in 1..={n}, got {band}")));
+        return Err(Error::InvalidOption(format!(
+            "the band h must be in 1..={n}, got {band}"
+        )));
     }
     if rank > n {
-        return Err(Error::InvalidOption(format!("the rank r must be at most {n}, got {rank}")));
+        return Err(Error::InvalidOption(format!(
+            "the rank r must be at most {n}, got {rank}"
+        )));
     }
     let (h, r) = (band, rank);
     let diagonals = (0..n * h)
@@ -240,7 +273,14 @@ pub fn compress(decoder: MatRef<'_, f64>, band: usize, rank: usize, options: &Co
             }
         }
     }
-    Ok(BandedLowRank { steps: n, band: h, rank: r, diagonals, left, right })
+    Ok(BandedLowRank {
+        steps: n,
+        band: h,
+        rank: r,
+        diagonals,
+        left,
+        right,
+    })
 }
 
 #[cfg(test)]
@@ -263,7 +303,16 @@ mod tests {
                 u(i)[0] * w(j)[0] + u(i)[1] * w(j)[1]
             }
         });
-        let c = compress(b.as_ref(), h, 2, &CompressOptions { ridge: 0.0, ..Default::default() }).unwrap();
+        let c = compress(
+            b.as_ref(),
+            h,
+            2,
+            &CompressOptions {
+                ridge: 0.0,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         assert!((c.to_dense() - &b).norm_max() < 1e-8);
         // A banded-only compression keeps the band and zeroes the rest.
         let c = compress(b.as_ref(), h, 0, &CompressOptions::default()).unwrap();
@@ -282,7 +331,13 @@ mod tests {
 
     #[test]
     fn scaling_and_rounding() {
-        let b = Mat::from_fn(5, 5, |i, j| if j <= i { 0.1 + (i * j) as f64 / 3.0 } else { 0.0 });
+        let b = Mat::from_fn(5, 5, |i, j| {
+            if j <= i {
+                0.1 + (i * j) as f64 / 3.0
+            } else {
+                0.0
+            }
+        });
         let c = compress(b.as_ref(), 2, 1, &CompressOptions::default()).unwrap();
         let s = c.scaled(2.0);
         assert!((s.to_dense() - c.to_dense() * 2.0).norm_max() < 1e-12);

@@ -24,6 +24,13 @@ pub enum Error {
     Io(std::io::Error),
     /// A blob could not be encoded or decoded.
     Blob(mfc_formats::Error),
+    /// A blob file could not be read.
+    BlobFile {
+        /// The file.
+        path: String,
+        /// What is wrong with it.
+        error: mfc_formats::Error,
+    },
 }
 
 impl fmt::Display for Error {
@@ -41,6 +48,7 @@ impl fmt::Display for Error {
             Error::Numerical(why) => write!(f, "numerical failure: {why}"),
             Error::Io(e) => write!(f, "{e}"),
             Error::Blob(e) => write!(f, "{e}"),
+            Error::BlobFile { path, error } => write!(f, "{path}: {error}"),
         }
     }
 }

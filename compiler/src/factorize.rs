@@ -23,14 +23,22 @@ pub struct Factorization {
 pub fn streaming_factorization(a: MatRef<'_, f64>, x: MatRef<'_, f64>) -> Result<Factorization> {
     let n = x.nrows();
     if a.nrows() != n || a.ncols() != n || x.ncols() != n {
-        return Err(Error::InvalidWorkload("A and X must be square of the same size".into()));
+        return Err(Error::InvalidWorkload(
+            "A and X must be square of the same size".into(),
+        ));
     }
     let PXP = Mat::from_fn(n, n, |i, j| x[(n - 1 - i, n - 1 - j)]);
     let llt = PXP
         .llt(Side::Lower)
         .map_err(|e| Error::Numerical(format!("X is not positive definite: {e:?}")))?;
     let L = llt.L();
-    let C = Mat::from_fn(n, n, |i, j| if j <= i { L[(n - 1 - j, n - 1 - i)] } else { 0.0 });
+    let C = Mat::from_fn(n, n, |i, j| {
+        if j <= i {
+            L[(n - 1 - j, n - 1 - i)]
+        } else {
+            0.0
+        }
+    });
     // B C = A  ⇔  Cᵀ Bᵀ = Aᵀ, with Cᵀ upper triangular.
     let mut Bt = a.transpose().to_owned();
     C.transpose().solve_upper_triangular_in_place(Bt.as_mut());
@@ -50,7 +58,9 @@ mod tests {
     fn factors_are_lower_triangular_and_exact() {
         for n in [1, 5, 33] {
             let a = Workload::PrefixSum.matrix(n).unwrap();
-            let o = optimize_single_participation(a.as_ref(), &OptimizeOptions::default(), &mut |_| {}).unwrap();
+            let o =
+                optimize_single_participation(a.as_ref(), &OptimizeOptions::default(), &mut |_| {})
+                    .unwrap();
             let f = streaming_factorization(a.as_ref(), o.x.as_ref()).unwrap();
             let tolerance = 1e-12 * n as f64 * 10.0;
             for i in 0..n {

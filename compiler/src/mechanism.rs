@@ -37,7 +37,9 @@ fn shipped(a: MatRef<'_, f64>, decoder: &BandedLowRank) -> Result<(f64, f64, Vec
     let encoder = encoder_for_decoder(a, dense.as_ref())?;
     let sensitivity = max_column_norm(encoder.as_ref());
     if !(sensitivity.is_finite() && sensitivity > 0.0) {
-        return Err(Error::Numerical(format!("the shipped encoder has sensitivity {sensitivity}")));
+        return Err(Error::Numerical(format!(
+            "the shipped encoder has sensitivity {sensitivity}"
+        )));
     }
     Ok((
         sensitivity,
@@ -57,7 +59,9 @@ pub fn compile_banded(
 ) -> Result<CompiledMechanism> {
     let n = a.nrows();
     if band == 0 || band > n {
-        return Err(Error::InvalidOption(format!("the band h must be in 1..={n}, got {band}")));
+        return Err(Error::InvalidOption(format!(
+            "the band h must be in 1..={n}, got {band}"
+        )));
     }
     let optimum = optimize_single_participation(a, optimize, progress)?;
     let factorization = streaming_factorization(a, optimum.x.as_ref())?;
@@ -84,8 +88,15 @@ mod tests {
 
     fn compiled(n: usize, h: usize, r: usize) -> CompiledMechanism {
         let a = Workload::PrefixSum.matrix(n).unwrap();
-        compile_banded(a.as_ref(), h, r, &OptimizeOptions::default(), &CompressOptions::default(), &mut |_| {})
-            .unwrap()
+        compile_banded(
+            a.as_ref(),
+            h,
+            r,
+            &OptimizeOptions::default(),
+            &CompressOptions::default(),
+            &mut |_| {},
+        )
+        .unwrap()
     }
 
     /// Denisov et al. 2022, App. H, Table 2: (4, 4) at n = 256 and (5, 4) at n = 512.
@@ -93,7 +104,11 @@ mod tests {
     fn compressed_mechanisms_match_the_paper() {
         for (n, h, r, bound) in [(256, 4, 4, 40.50), (512, 5, 4, 62.30)] {
             let c = compiled(n, h, r);
-            assert!(c.sqrt_loss <= bound, "n = {n} ({h}, {r}): sqrt(L) = {}", c.sqrt_loss);
+            assert!(
+                c.sqrt_loss <= bound,
+                "n = {n} ({h}, {r}): sqrt(L) = {}",
+                c.sqrt_loss
+            );
             assert!(c.sqrt_loss >= c.optimum.dual_bound.sqrt());
             assert!((c.sensitivity - 1.0).abs() < 1e-5, "{}", c.sensitivity);
         }
@@ -103,11 +118,19 @@ mod tests {
     fn shipped_coefficients_are_f32_and_loss_is_consistent() {
         let c = compiled(40, 3, 2);
         let d = &c.compressed;
-        assert!(d.diagonals.iter().chain(&d.left).chain(&d.right).all(|&x| f64::from(x as f32) == x));
+        assert!(
+            d.diagonals
+                .iter()
+                .chain(&d.left)
+                .chain(&d.right)
+                .all(|&x| f64::from(x as f32) == x)
+        );
         let total: f64 = c.per_step_variance.iter().sum();
         assert!((total.sqrt() - c.sqrt_loss).abs() <= 1e-12 * c.sqrt_loss);
         // The full band is exact: (h, r) = (n, 0) ships the optimum itself (up to f32 rounding).
         let exact = compiled(24, 24, 0);
-        assert!((exact.sqrt_loss - exact.optimal_sqrt_loss).abs() <= 1e-5 * exact.optimal_sqrt_loss);
+        assert!(
+            (exact.sqrt_loss - exact.optimal_sqrt_loss).abs() <= 1e-5 * exact.optimal_sqrt_loss
+        );
     }
 }

@@ -86,7 +86,7 @@ fn evaluate(gram: MatRef<'_, f64>, v: &[f64]) -> Result<Evaluation> {
         .map_err(|e| Error::Numerical(format!("eigendecomposition failed: {e:?}")))?;
     let U = eig.U().to_owned();
     let lambda: Vec<f64> = (0..n).map(|k| eig.S()[k]).collect();
-    if lambda.iter().any(|l| !(l.is_finite())) || lambda[0] <= 0.0 {
+    if lambda.iter().any(|l| !l.is_finite()) || lambda[0] <= 0.0 {
         return Err(Error::Numerical(format!(
             "K(v) is not positive definite (smallest eigenvalue {:e})",
             lambda[0]
@@ -139,10 +139,14 @@ pub fn optimize_single_participation(
 ) -> Result<Optimum> {
     let n = a.nrows();
     if n == 0 || a.ncols() != n {
-        return Err(Error::InvalidWorkload("the workload must be square and non-empty".into()));
+        return Err(Error::InvalidWorkload(
+            "the workload must be square and non-empty".into(),
+        ));
     }
-    if !(options.relative_gap > 0.0) {
-        return Err(Error::InvalidOption("the duality-gap target must be positive".into()));
+    if options.relative_gap.is_nan() || options.relative_gap <= 0.0 {
+        return Err(Error::InvalidOption(
+            "the duality-gap target must be positive".into(),
+        ));
     }
     let gram = a.transpose() * a;
     let mut v = vec![1.0; n];
@@ -150,9 +154,18 @@ pub fn optimize_single_participation(
     for iteration in 1..=options.max_iterations {
         let e = evaluate(gram.as_ref(), &v)?;
         let dual = 2.0 * e.phi.iter().sum::<f64>() - v.iter().sum::<f64>();
-        let change = e.phi.iter().zip(&v).map(|(p, x)| (p - x).abs()).sum::<f64>()
+        let change = e
+            .phi
+            .iter()
+            .zip(&v)
+            .map(|(p, x)| (p - x).abs())
+            .sum::<f64>()
             / v.iter().sum::<f64>();
-        let primal = if change < 1e-2 { e.primal(&v) } else { f64::INFINITY };
+        let primal = if change < 1e-2 {
+            e.primal(&v)
+        } else {
+            f64::INFINITY
+        };
         gap = (primal - dual) / primal;
         progress(&Progress {
             iteration,
@@ -229,12 +242,25 @@ mod tests {
     fn optimum_beats_random_feasible_points() {
         let mut state = 12345u64;
         let mut rand = || {
-            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             (state >> 11) as f64 / (1u64 << 53) as f64 - 0.5
         };
         for n in [6, 9, 12] {
-            let A = Mat::from_fn(n, n, |i, j| if j < i { rand() } else if j == i { 1.0 + rand().abs() } else { 0.0 });
-            let options = OptimizeOptions { relative_gap: 1e-12, ..Default::default() };
+            let A = Mat::from_fn(n, n, |i, j| {
+                if j < i {
+                    rand()
+                } else if j == i {
+                    1.0 + rand().abs()
+                } else {
+                    0.0
+                }
+            });
+            let options = OptimizeOptions {
+                relative_gap: 1e-12,
+                ..Default::default()
+            };
             let o = optimize_single_participation(A.as_ref(), &options, &mut |_| {}).unwrap();
             for i in 0..n {
                 assert_eq!(o.x[(i, i)], 1.0);

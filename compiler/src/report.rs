@@ -77,7 +77,11 @@ impl CompileReport {
         blob_bytes: usize,
     ) -> Self {
         let c = &compiled.compressed;
-        let step_stddev: Vec<f64> = compiled.per_step_variance.iter().map(|v| v.sqrt()).collect();
+        let step_stddev: Vec<f64> = compiled
+            .per_step_variance
+            .iter()
+            .map(|v| v.sqrt())
+            .collect();
         let max_stddev = step_stddev.iter().copied().fold(0.0, f64::max);
         let privacy = calibration.map(|cal| PrivacyReport {
             noise_multiplier: cal.noise_multiplier,
@@ -113,7 +117,11 @@ impl CompileReport {
 
 impl fmt::Display for CompileReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "workload            {} (n = {})", self.workload, self.steps)?;
+        writeln!(
+            f,
+            "workload            {} (n = {})",
+            self.workload, self.steps
+        )?;
         writeln!(
             f,
             "optimum             sqrt(L) = {:.4}  (dual bound {:.4}, relative gap {:.2e}, {} iterations)",
@@ -127,7 +135,11 @@ impl fmt::Display for CompileReport {
             self.sqrt_loss,
             100.0 * (self.sqrt_loss / self.optimal_sqrt_loss - 1.0)
         )?;
-        writeln!(f, "sensitivity         {:.9}  ({})", self.sensitivity, self.sensitivity_method)?;
+        writeln!(
+            f,
+            "sensitivity         {:.9}  ({})",
+            self.sensitivity, self.sensitivity_method
+        )?;
         let max = self.step_stddev.iter().copied().fold(0.0, f64::max);
         let last = self.step_stddev.last().copied().unwrap_or(0.0);
         writeln!(
@@ -147,7 +159,10 @@ impl fmt::Display for CompileReport {
                     p.zcdp_rho, p.rmse_per_step, p.max_stddev_per_step
                 )?;
             }
-            None => writeln!(f, "privacy             not calibrated (the caller supplies σ)")?,
+            None => writeln!(
+                f,
+                "privacy             not calibrated (the caller supplies σ)"
+            )?,
         }
         writeln!(
             f,

@@ -12,7 +12,9 @@ use crate::{Error, Result};
 pub fn encoder_for_decoder(a: MatRef<'_, f64>, decoder: MatRef<'_, f64>) -> Result<Mat<f64>> {
     let n = a.nrows();
     if (0..n).any(|i| decoder[(i, i)] == 0.0) {
-        return Err(Error::Numerical("the decoder has a zero diagonal entry".into()));
+        return Err(Error::Numerical(
+            "the decoder has a zero diagonal entry".into(),
+        ));
     }
     let mut c = a.to_owned();
     decoder.solve_lower_triangular_in_place(c.as_mut());
@@ -51,7 +53,13 @@ mod tests {
     #[test]
     fn max_column_norm_is_the_worst_neighbour() {
         let n = 7;
-        let c = Mat::from_fn(n, n, |i, j| if j <= i { ((i * 3 + j * 5) % 7) as f64 - 2.5 } else { 0.0 });
+        let c = Mat::from_fn(n, n, |i, j| {
+            if j <= i {
+                ((i * 3 + j * 5) % 7) as f64 - 2.5
+            } else {
+                0.0
+            }
+        });
         let mut brute: f64 = 0.0;
         for j in 0..n {
             for k in 0..64 {

@@ -26,7 +26,9 @@ impl Workload {
     /// `A` for a horizon of `n` steps (for `Custom`, `n` must be its size). Validated.
     pub fn matrix(&self, n: usize) -> Result<Mat<f64>> {
         if n == 0 {
-            return Err(Error::InvalidWorkload("the horizon must be at least one step".into()));
+            return Err(Error::InvalidWorkload(
+                "the horizon must be at least one step".into(),
+            ));
         }
         match self {
             Workload::PrefixSum => Ok(Mat::from_fn(n, n, |i, j| if j <= i { 1.0 } else { 0.0 })),
@@ -59,7 +61,9 @@ pub fn validate(a: &Mat<f64>) -> Result<()> {
         for i in 0..n {
             let x = a[(i, j)];
             if !x.is_finite() {
-                return Err(Error::InvalidWorkload(format!("entry ({i}, {j}) is not finite")));
+                return Err(Error::InvalidWorkload(format!(
+                    "entry ({i}, {j}) is not finite"
+                )));
             }
             if j > i && x != 0.0 {
                 return Err(Error::InvalidWorkload(format!(
@@ -80,8 +84,12 @@ pub fn validate(a: &Mat<f64>) -> Result<()> {
 /// validates it as a workload.
 pub fn read_npy(path: impl AsRef<std::path::Path>) -> Result<Mat<f64>> {
     let path = path.as_ref();
-    let bytes = std::fs::read(path)
-        .map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))))?;
+    let bytes = std::fs::read(path).map_err(|e| {
+        Error::Io(std::io::Error::new(
+            e.kind(),
+            format!("{}: {e}", path.display()),
+        ))
+    })?;
     let bad = |why: String| Error::InvalidWorkload(format!("{}: {why}", path.display()));
     let npy = npyz::NpyFile::new(&bytes[..]).map_err(|e| bad(e.to_string()))?;
     let shape = npy.shape().to_vec();
@@ -94,19 +102,24 @@ pub fn read_npy(path: impl AsRef<std::path::Path>) -> Result<Mat<f64>> {
         npyz::DType::Plain(t) if t.type_char() == npyz::TypeChar::Float && t.size_field() == 8 => {
             npy.into_vec::<f64>().map_err(|e| bad(e.to_string()))?
         }
-        npyz::DType::Plain(t) if t.type_char() == npyz::TypeChar::Float && t.size_field() == 4 => npy
-            .into_vec::<f32>()
-            .map_err(|e| bad(e.to_string()))?
-            .into_iter()
-            .map(f64::from)
-            .collect(),
+        npyz::DType::Plain(t) if t.type_char() == npyz::TypeChar::Float && t.size_field() == 4 => {
+            npy.into_vec::<f32>()
+                .map_err(|e| bad(e.to_string()))?
+                .into_iter()
+                .map(f64::from)
+                .collect()
+        }
         other => return Err(bad(format!("expected float64 or float32, got {other:?}"))),
     };
     if values.len() != rows * cols {
         return Err(bad("the data is truncated".into()));
     }
     let a = Mat::from_fn(rows, cols, |i, j| {
-        if fortran { values[j * rows + i] } else { values[i * cols + j] }
+        if fortran {
+            values[j * rows + i]
+        } else {
+            values[i * cols + j]
+        }
     });
     validate(&a).map_err(|e| bad(e.to_string()))?;
     Ok(a)
@@ -136,8 +149,14 @@ mod tests {
     fn reads_float64_and_float32_in_both_orders() {
         let dir = std::env::temp_dir().join(format!("mfc-npy-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let f64s: Vec<u8> = [1.0f64, 0.0, 0.5, 2.0].iter().flat_map(|x| x.to_le_bytes()).collect();
-        let f32s: Vec<u8> = [1.0f32, 0.5, 0.0, 2.0].iter().flat_map(|x| x.to_le_bytes()).collect();
+        let f64s: Vec<u8> = [1.0f64, 0.0, 0.5, 2.0]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
+        let f32s: Vec<u8> = [1.0f32, 0.5, 0.0, 2.0]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
         for (name, bytes) in [
             ("c.npy", npy_bytes("<f8", false, &f64s)),
             ("f.npy", npy_bytes("<f4", true, &f32s)),
@@ -145,9 +164,15 @@ mod tests {
             let path = dir.join(name);
             std::fs::write(&path, bytes).unwrap();
             let a = read_npy(&path).unwrap();
-            assert_eq!((a[(0, 0)], a[(0, 1)], a[(1, 0)], a[(1, 1)]), (1.0, 0.0, 0.5, 2.0));
+            assert_eq!(
+                (a[(0, 0)], a[(0, 1)], a[(1, 0)], a[(1, 1)]),
+                (1.0, 0.0, 0.5, 2.0)
+            );
         }
-        let upper: Vec<u8> = [1.0f64, 3.0, 0.5, 2.0].iter().flat_map(|x| x.to_le_bytes()).collect();
+        let upper: Vec<u8> = [1.0f64, 3.0, 0.5, 2.0]
+            .iter()
+            .flat_map(|x| x.to_le_bytes())
+            .collect();
         let path = dir.join("upper.npy");
         std::fs::write(&path, npy_bytes("<f8", false, &upper)).unwrap();
         assert!(matches!(read_npy(&path), Err(Error::InvalidWorkload(_))));

@@ -1,4 +1,5 @@
 //! Drives the real `mfc` binary: each subcommand once on good input and once on bad input.
+#![allow(clippy::needless_range_loop)] // index loops mirror the matrix formulas
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -28,19 +29,45 @@ fn stderr(o: &Output) -> String {
 fn compile_writes_a_blob_and_reports_json() {
     let out = temp("prefix.mfc");
     let o = mfc(&[
-        "compile", "--workload", "prefix", "--steps", "64", "--band", "3", "--rank", "2",
-        "--epsilon", "2", "--delta", "1e-6", "--out", out.to_str().unwrap(), "--json",
+        "compile",
+        "--workload",
+        "prefix",
+        "--steps",
+        "64",
+        "--band",
+        "3",
+        "--rank",
+        "2",
+        "--epsilon",
+        "2",
+        "--delta",
+        "1e-6",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-    for field in ["steps", "band", "rank", "sqrt_loss", "optimal_sqrt_loss", "duality_gap", "sensitivity", "blob_bytes"] {
+    for field in [
+        "steps",
+        "band",
+        "rank",
+        "sqrt_loss",
+        "optimal_sqrt_loss",
+        "duality_gap",
+        "sensitivity",
+        "blob_bytes",
+    ] {
         assert!(report.get(field).is_some(), "missing {field}");
     }
     assert_eq!(report["steps"], 64);
     assert!(report["duality_gap"].as_f64().unwrap() <= 1e-6);
     let bytes = std::fs::read(&out).unwrap();
     assert_eq!(report["blob_bytes"].as_u64().unwrap() as usize, bytes.len());
-    assert!(report["sqrt_loss"].as_f64().unwrap() >= report["optimal_sqrt_loss"].as_f64().unwrap() * (1.0 - 1e-9));
+    assert!(
+        report["sqrt_loss"].as_f64().unwrap()
+            >= report["optimal_sqrt_loss"].as_f64().unwrap() * (1.0 - 1e-9)
+    );
 
     let o = mfc(&["inspect", out.to_str().unwrap(), "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -60,10 +87,26 @@ fn compile_writes_a_blob_and_reports_json() {
 #[test]
 fn compile_rejects_bad_options_with_exit_code_2() {
     let out = temp("bad.mfc");
-    let o = mfc(&["compile", "--steps", "16", "--band", "0", "--out", out.to_str().unwrap()]);
+    let o = mfc(&[
+        "compile",
+        "--steps",
+        "16",
+        "--band",
+        "0",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).starts_with("mfc: "), "{}", stderr(&o));
-    let o = mfc(&["compile", "--workload", "nonsense", "--steps", "16", "--out", out.to_str().unwrap()]);
+    let o = mfc(&[
+        "compile",
+        "--workload",
+        "nonsense",
+        "--steps",
+        "16",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("unknown workload"));
 }
@@ -71,7 +114,17 @@ fn compile_rejects_bad_options_with_exit_code_2() {
 #[test]
 fn inspect_reports_corruption_and_exits_2() {
     let out = temp("corrupt.mfc");
-    let o = mfc(&["compile", "--steps", "16", "--band", "2", "--rank", "1", "--out", out.to_str().unwrap()]);
+    let o = mfc(&[
+        "compile",
+        "--steps",
+        "16",
+        "--band",
+        "2",
+        "--rank",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let mut bytes = std::fs::read(&out).unwrap();
     let middle = bytes.len() / 2;
@@ -105,7 +158,18 @@ fn compile_reads_a_numpy_workload() {
     std::fs::write(&path, &npy).unwrap();
     let out = temp("npy.mfc");
     let spec = format!("npy:{}", path.display());
-    let o = mfc(&["compile", "--workload", &spec, "--band", "1", "--rank", "1", "--out", out.to_str().unwrap(), "--json"]);
+    let o = mfc(&[
+        "compile",
+        "--workload",
+        &spec,
+        "--band",
+        "1",
+        "--rank",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(report["steps"], 3);
@@ -115,7 +179,13 @@ fn compile_reads_a_numpy_workload() {
     let data = upper.len() - 9 * 8;
     upper[data + 8..data + 16].copy_from_slice(&2.0f64.to_le_bytes());
     std::fs::write(&path, &upper).unwrap();
-    let o = mfc(&["compile", "--workload", &spec, "--out", out.to_str().unwrap()]);
+    let o = mfc(&[
+        "compile",
+        "--workload",
+        &spec,
+        "--out",
+        out.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
 }
 
@@ -127,7 +197,14 @@ fn calibrate_answers_both_directions() {
     let sigma = v["noise_multiplier"].as_f64().unwrap();
     assert!((sigma - 3.730632).abs() < 4e-6 && sigma >= 3.730632 * (1.0 - 1e-6));
 
-    let o = mfc(&["calibrate", "--noise-multiplier", "1", "--delta", "1e-5", "--json"]);
+    let o = mfc(&[
+        "calibrate",
+        "--noise-multiplier",
+        "1",
+        "--delta",
+        "1e-5",
+        "--json",
+    ]);
     assert!(o.status.success());
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert!((v["epsilon"].as_f64().unwrap() - 4.377178).abs() < 5e-6);

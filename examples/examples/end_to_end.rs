@@ -20,6 +20,7 @@ const DIM: usize = 4;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // 1. Compile (what `mfc compile --workload prefix --steps 512 --band 5 --rank 4
     //    --epsilon 2 --delta 1e-6 --out ...` does).
+    let started = std::time::Instant::now();
     let workload = Workload::PrefixSum;
     let a = workload.matrix(STEPS)?;
     let compiled = compile_banded(
@@ -42,7 +43,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let bytes = blob::encode(&compiled, &workload, &options)?;
     let path = std::env::temp_dir().join("mfc-end-to-end.mfc");
     std::fs::write(&path, &bytes)?;
-    let report = CompileReport::new("prefix".into(), &compiled, 1.0, Some(calibration), bytes.len());
+    let mut report = CompileReport::new(
+        "prefix".into(),
+        &compiled,
+        1.0,
+        Some(calibration),
+        bytes.len(),
+    );
+    report.seconds = started.elapsed().as_secs_f64();
     print!("{report}");
     println!("wrote {}\n", path.display());
 
@@ -72,8 +80,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             println!(
                 "{:>4}  {:>7.2} {:>7.2} {:>7.2} {:>7.2}    {:>7.2} {:>7.2} {:>7.2} {:>7.2}",
                 i + 1,
-                truth[0], truth[1], truth[2], truth[3],
-                released[0], released[1], released[2], released[3]
+                truth[0],
+                truth[1],
+                truth[2],
+                truth[3],
+                released[0],
+                released[1],
+                released[2],
+                released[3]
             );
         }
     }

@@ -104,7 +104,10 @@ impl fmt::Display for Error {
                 "table `{table}` has {found} bytes, its shape requires {expected}"
             ),
             Error::NonFiniteCoefficient { table, index } => {
-                write!(f, "table `{table}` has a non-finite coefficient at index {index}")
+                write!(
+                    f,
+                    "table `{table}` has a non-finite coefficient at index {index}"
+                )
             }
             Error::NonZeroPadding { step } => {
                 write!(f, "diagonal table padding is not zero in row {step}")

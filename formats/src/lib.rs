@@ -30,9 +30,9 @@ pub use mechanism::{
     BandedLowRank, Calibration, Decoder, ErrorSummary, Header, Mechanism, Participation,
     PrivacyTarget, Sensitivity, SensitivityMethod, Workload,
 };
+pub use table::F32Table;
 #[cfg(feature = "alloc")]
 pub use table::encode_f32s;
-pub use table::F32Table;
 
 /// The first eight bytes of every blob.
 pub const MAGIC: [u8; 8] = *b"MFCBLOB\0";
@@ -74,9 +74,7 @@ pub fn payload(bytes: &[u8]) -> Result<&[u8], Error> {
         return Err(Error::UnsupportedFlags { found: flags });
     }
     let declared = u32_at(bytes, 12).ok_or(Error::Truncated)? as usize;
-    let end = PREFIX_LEN
-        .checked_add(declared)
-        .ok_or(Error::Truncated)?;
+    let end = PREFIX_LEN.checked_add(declared).ok_or(Error::Truncated)?;
     let total = end.checked_add(CHECKSUM_LEN).ok_or(Error::Truncated)?;
     if bytes.len() < total {
         return Err(Error::Truncated);
@@ -111,9 +109,7 @@ impl<'a> Mechanism<'a> {
     /// Writes the blob into `buf` and returns the written prefix of it.
     pub fn write_to<'b>(&self, buf: &'b mut [u8]) -> Result<&'b mut [u8], Error> {
         self.validate()?;
-        let body = buf
-            .get_mut(PREFIX_LEN..)
-            .ok_or(Error::BufferTooSmall)?;
+        let body = buf.get_mut(PREFIX_LEN..).ok_or(Error::BufferTooSmall)?;
         let written = postcard::to_slice(self, body)
             .map_err(|_| Error::BufferTooSmall)?
             .len();

@@ -207,7 +207,9 @@ impl<'a> BandedLowRank<'a> {
         check_table("decoder.right", self.right, steps, self.rank)?;
         let h = self.band as usize;
         for (i, row) in self.diagonals.as_bytes().chunks_exact(4 * h).enumerate() {
-            let coefficient = |k: usize| f32::from_le_bytes([row[4 * k], row[4 * k + 1], row[4 * k + 2], row[4 * k + 3]]);
+            let coefficient = |k: usize| {
+                f32::from_le_bytes([row[4 * k], row[4 * k + 1], row[4 * k + 2], row[4 * k + 3]])
+            };
             if coefficient(0) == 0.0 {
                 return Err(Error::SingularDecoder { step: i as u32 });
             }
@@ -254,9 +256,9 @@ impl Mechanism<'_> {
     /// The standard deviation of each coordinate of `z` before decoding, `σ·ζ·sens`, if the blob
     /// is calibrated.
     pub fn noise_stddev(&self) -> Option<f64> {
-        self.header.calibration.map(|c| {
-            c.noise_multiplier * self.header.clip_norm * self.header.sensitivity.value
-        })
+        self.header
+            .calibration
+            .map(|c| c.noise_multiplier * self.header.clip_norm * self.header.sensitivity.value)
     }
 
     /// Checks every field against the ranges in `SPEC.md` (done by [`Mechanism::from_bytes`] and

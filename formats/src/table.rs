@@ -94,9 +94,8 @@ impl Serialize for F32Table<'_> {
 impl<'de: 'a, 'a> Deserialize<'de> for F32Table<'a> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let bytes = <&'de [u8]>::deserialize(deserializer)?;
-        F32Table::new(bytes).ok_or_else(|| {
-            serde::de::Error::invalid_length(bytes.len(), &"a multiple of 4 bytes")
-        })
+        F32Table::new(bytes)
+            .ok_or_else(|| serde::de::Error::invalid_length(bytes.len(), &"a multiple of 4 bytes"))
     }
 }
 
@@ -122,7 +121,10 @@ mod tests {
         assert_eq!(t.slice(1, 1).unwrap().get(0), Some(-2.0));
         assert!(t.slice(1, 2).is_none());
         assert!(t.slice(usize::MAX, 2).is_none());
-        assert_eq!(t.iter().collect::<heapless_vec::V>(), heapless_vec::V::from([1.0, -2.0]));
+        assert_eq!(
+            t.iter().collect::<heapless_vec::V>(),
+            heapless_vec::V::from([1.0, -2.0])
+        );
         assert!(F32Table::new(&bytes[..3]).is_none());
     }
 

@@ -71,29 +71,42 @@ const GOLDEN: &str = concat!(
     "0000",             // flags
     "81000000",         // payload length 129
     // payload (postcard)
-    "00",                           // workload: PrefixSum
-    "03",                           // steps: 3
-    "00",                           // participation: Single
-    "000000000000f03f",             // sensitivity.value: 1.0
-    "00",                           // sensitivity.method: MaxColumnNorm
-    "000000000000f03f",             // clip_norm: 1.0
-    "01",                           // calibration: Some
-    "0000000000000040",             //   noise_multiplier: 2.0
-    "01",                           //   target: Some
-    "0000000000000040",             //     epsilon: 2.0
-    "000000000000e03f",             //     delta: 0.5
-    "0000000000000040",             // error.sqrt_loss: 2.0
-    "00",                           // error.optimal_sqrt_loss: None
-    "000000000000f83f",             // error.max_step_stddev: 1.5
-    "000000000000f83f",             // error.final_step_stddev: 1.5
-    "03", "6d6663",                 // generator: "mfc"
-    "00",                           // decoder: BandedLowRank
-    "02",                           //   band: 2
-    "01",                           //   rank: 1
-    "18", "0000803f", "00000000", "0000803f", "0000003f", "0000803f", "0000003f", // diagonals
-    "0c", "00000000", "00000000", "0000003f", // left
-    "0c", "0000003f", "00000000", "00000000", // right
-    "a64bc3c1",         // CRC-32 of everything above (zlib.crc32)
+    "00",               // workload: PrefixSum
+    "03",               // steps: 3
+    "00",               // participation: Single
+    "000000000000f03f", // sensitivity.value: 1.0
+    "00",               // sensitivity.method: MaxColumnNorm
+    "000000000000f03f", // clip_norm: 1.0
+    "01",               // calibration: Some
+    "0000000000000040", //   noise_multiplier: 2.0
+    "01",               //   target: Some
+    "0000000000000040", //     epsilon: 2.0
+    "000000000000e03f", //     delta: 0.5
+    "0000000000000040", // error.sqrt_loss: 2.0
+    "00",               // error.optimal_sqrt_loss: None
+    "000000000000f83f", // error.max_step_stddev: 1.5
+    "000000000000f83f", // error.final_step_stddev: 1.5
+    "03",
+    "6d6663", // generator: "mfc"
+    "00",     // decoder: BandedLowRank
+    "02",     //   band: 2
+    "01",     //   rank: 1
+    "18",
+    "0000803f",
+    "00000000",
+    "0000803f",
+    "0000003f",
+    "0000803f",
+    "0000003f", // diagonals
+    "0c",
+    "00000000",
+    "00000000",
+    "0000003f", // left
+    "0c",
+    "0000003f",
+    "00000000",
+    "00000000", // right
+    "a64bc3c1", // CRC-32 of everything above (zlib.crc32)
 );
 
 fn hex(bytes: &[u8]) -> String {
@@ -115,7 +128,10 @@ fn golden_round_trip_reads_tables_in_place() {
     // The table points into the blob: no copy.
     let start = b.diagonals.as_bytes().as_ptr() as usize - blob.as_ptr() as usize;
     assert_eq!(&blob[start..start + 24], &d[..]);
-    assert_eq!(b.diagonal_row(2).unwrap().iter().collect::<Vec<_>>(), [1.0, 0.5]);
+    assert_eq!(
+        b.diagonal_row(2).unwrap().iter().collect::<Vec<_>>(),
+        [1.0, 0.5]
+    );
     assert_eq!(b.left_row(2).unwrap().get(0), Some(0.5));
     assert_eq!(m.noise_stddev(), Some(2.0));
 }

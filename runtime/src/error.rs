@@ -51,7 +51,9 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             Error::InvalidBlob(e) => write!(f, "invalid blob: {e}"),
-            Error::UnsupportedDecoder => f.write_str("the blob's decoder form is not supported by this runtime"),
+            Error::UnsupportedDecoder => {
+                f.write_str("the blob's decoder form is not supported by this runtime")
+            }
             Error::DimensionMismatch { expected, found } => {
                 write!(f, "row has {found} coordinates, the stream has {expected}")
             }
@@ -60,11 +62,15 @@ impl fmt::Display for Error {
             Error::WorkspaceTooSmall { needed, found } => {
                 write!(f, "workspace has {found} floats, the stream needs {needed}")
             }
-            Error::NotCalibrated => f.write_str("the blob has no noise multiplier and none was given"),
-            Error::InvalidNoiseMultiplier => f.write_str("the noise multiplier is not a positive finite number"),
-            Error::WorkloadNotStreamable => {
-                f.write_str("the workload is not a prefix sum: only its noise can be released (step_noise)")
+            Error::NotCalibrated => {
+                f.write_str("the blob has no noise multiplier and none was given")
             }
+            Error::InvalidNoiseMultiplier => {
+                f.write_str("the noise multiplier is not a positive finite number")
+            }
+            Error::WorkloadNotStreamable => f.write_str(
+                "the workload is not a prefix sum: only its noise can be released (step_noise)",
+            ),
             Error::InvalidDimension => f.write_str("the dimension is zero or too large"),
             Error::WeakSeed => f.write_str("the seed is all zeros"),
         }

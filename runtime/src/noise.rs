@@ -79,7 +79,9 @@ mod tests {
     #[test]
     fn rows_do_not_depend_on_how_they_are_split() {
         let mut whole = [0.0f32; 3000];
-        ChaChaNoise::from_seed(SEED).unwrap().fill_standard_normal(5, 0, &mut whole);
+        ChaChaNoise::from_seed(SEED)
+            .unwrap()
+            .fill_standard_normal(5, 0, &mut whole);
         let mut parts = [0.0f32; 3000];
         let mut noise = ChaChaNoise::from_seed(SEED).unwrap();
         // Unaligned pieces, out of order, with other steps in between.
@@ -99,14 +101,21 @@ mod tests {
         noise.fill_standard_normal(0, 0, &mut a);
         noise.fill_standard_normal(1, 0, &mut b);
         assert_ne!(a, b);
-        ChaChaNoise::from_seed([8; 32]).unwrap().fill_standard_normal(0, 0, &mut b);
+        ChaChaNoise::from_seed([8; 32])
+            .unwrap()
+            .fill_standard_normal(0, 0, &mut b);
         assert_ne!(a, b);
-        ChaChaNoise::from_seed(SEED).unwrap().fill_standard_normal(0, 0, &mut b);
+        ChaChaNoise::from_seed(SEED)
+            .unwrap()
+            .fill_standard_normal(0, 0, &mut b);
         assert_eq!(a, b);
     }
 
     #[test]
     fn the_zero_seed_is_refused() {
-        assert!(matches!(ChaChaNoise::from_seed([0; 32]), Err(Error::WeakSeed)));
+        assert!(matches!(
+            ChaChaNoise::from_seed([0; 32]),
+            Err(Error::WeakSeed)
+        ));
     }
 }

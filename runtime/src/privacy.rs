@@ -116,7 +116,10 @@ mod tests {
             (0.5, 1e-6, 10.997151),
         ] {
             let got = epsilon_for_noise_multiplier(sigma, delta).unwrap();
-            assert!(close(got, eps, 1e-6), "σ={sigma} δ={delta}: ε={got}, want {eps}");
+            assert!(
+                close(got, eps, 1e-6),
+                "σ={sigma} δ={delta}: ε={got}, want {eps}"
+            );
         }
         let sigma = noise_multiplier_for(1.0, 1e-5).unwrap();
         assert!(close(sigma, 3.730632, 1e-6), "σ={sigma}");
@@ -124,7 +127,13 @@ mod tests {
 
     #[test]
     fn calibrated_sigma_is_never_below_the_boundary() {
-        for &(eps, delta) in &[(1.0, 1e-5), (2.0, 1e-6), (0.1, 1e-9), (8.0, 1e-6), (30.0, 1e-3)] {
+        for &(eps, delta) in &[
+            (1.0, 1e-5),
+            (2.0, 1e-6),
+            (0.1, 1e-9),
+            (8.0, 1e-6),
+            (30.0, 1e-3),
+        ] {
             let sigma = noise_multiplier_for(eps, delta).unwrap();
             assert!(delta_for_epsilon(sigma, eps) <= delta);
             // and it is tight: 1e-9 less noise would violate the target.

@@ -18,8 +18,8 @@ use core::ops::{Deref, DerefMut};
 
 use mfc_formats::{BandedLowRank, Decoder, Mechanism, Workload};
 
-use crate::noise::NoiseSource;
 use crate::Error;
+use crate::noise::NoiseSource;
 
 /// A stream releasing one private prefix sum (or noise row) per step.
 pub struct Stream<'m, 'w, N: NoiseSource> {
@@ -43,7 +43,9 @@ fn row(buffer: &[f32], index: usize, dim: usize) -> &[f32] {
 }
 
 fn row_mut(buffer: &mut [f32], index: usize, dim: usize) -> &mut [f32] {
-    buffer.get_mut(index * dim..(index + 1) * dim).unwrap_or(&mut [])
+    buffer
+        .get_mut(index * dim..(index + 1) * dim)
+        .unwrap_or(&mut [])
 }
 
 /// The factor that scales `row` to L2 norm at most `clip_norm`: `min(1, ζ/‖row‖)`.
@@ -119,10 +121,11 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
         }
         let h = mechanism.header;
         let scale = noise_multiplier * h.clip_norm * h.sensitivity.value;
-        if !(noise_multiplier.is_finite() && noise_multiplier > 0.0)
-            || !(scale as f32).is_finite()
-            || scale as f32 <= 0.0
-        {
+        let valid = noise_multiplier.is_finite()
+            && noise_multiplier > 0.0
+            && (scale as f32).is_finite()
+            && scale as f32 > 0.0;
+        if !valid {
             return Err(Error::InvalidNoiseMultiplier);
         }
         let workspace = &mut workspace[..needed];

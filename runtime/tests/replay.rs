@@ -1,5 +1,6 @@
 //! The stream against a dense f64 reference on random banded-plus-low-rank mechanisms, the
 //! "errors change nothing" rule, and inputs that must never panic.
+#![allow(clippy::needless_range_loop)] // index loops mirror the matrix formulas
 
 use mfc_formats::{
     BandedLowRank, Calibration, Decoder, ErrorSummary, F32Table, Header, Mechanism, Participation,
@@ -14,7 +15,10 @@ const SEED: [u8; 32] = *b"runtime replay test seed, 32 by!";
 struct Lcg(u64);
 impl Lcg {
     fn next(&mut self) -> f32 {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         ((self.0 >> 40) as f32 / (1u64 << 24) as f32) - 0.5
     }
 }
@@ -32,11 +36,24 @@ fn tables(n: usize, h: usize, r: usize, seed: u64) -> Tables {
     let mut g = Lcg(seed);
     let diagonals = encode_f32s((0..n * h).map(|idx| {
         let (i, k) = (idx / h, idx % h);
-        if k > i { 0.0 } else if k == 0 { 1.0 + g.next() } else { g.next() }
+        if k > i {
+            0.0
+        } else if k == 0 {
+            1.0 + g.next()
+        } else {
+            g.next()
+        }
     }));
     let left = encode_f32s((0..n * r).map(|_| g.next()));
     let right = encode_f32s((0..n * r).map(|_| g.next()));
-    Tables { n, h, r, diagonals, left, right }
+    Tables {
+        n,
+        h,
+        r,
+        diagonals,
+        left,
+        right,
+    }
 }
 
 fn mechanism<'a>(t: &'a Tables, workload: Workload<'a>, clip_norm: f64) -> Mechanism<'a> {
@@ -45,10 +62,21 @@ fn mechanism<'a>(t: &'a Tables, workload: Workload<'a>, clip_norm: f64) -> Mecha
             workload,
             steps: t.n as u32,
             participation: Participation::Single,
-            sensitivity: Sensitivity { value: 1.3, method: SensitivityMethod::MaxColumnNorm },
+            sensitivity: Sensitivity {
+                value: 1.3,
+                method: SensitivityMethod::MaxColumnNorm,
+            },
             clip_norm,
-            calibration: Some(Calibration { noise_multiplier: 0.7, target: None }),
-            error: ErrorSummary { sqrt_loss: 1.0, optimal_sqrt_loss: None, max_step_stddev: 1.0, final_step_stddev: 1.0 },
+            calibration: Some(Calibration {
+                noise_multiplier: 0.7,
+                target: None,
+            }),
+            error: ErrorSummary {
+                sqrt_loss: 1.0,
+                optimal_sqrt_loss: None,
+                max_step_stddev: 1.0,
+                final_step_stddev: 1.0,
+            },
             generator: "test",
         },
         decoder: Decoder::BandedLowRank(BandedLowRank {
@@ -68,7 +96,9 @@ fn dense(t: &Tables) -> Vec<Vec<f64>> {
             (0..t.n)
                 .map(|j| match i.checked_sub(j) {
                     Some(k) if k < t.h => f(&t.diagonals, i * t.h + k),
-                    Some(_) => (0..t.r).map(|q| f(&t.left, i * t.r + q) * f(&t.right, j * t.r + q)).sum(),
+                    Some(_) => (0..t.r)
+                        .map(|q| f(&t.left, i * t.r + q) * f(&t.right, j * t.r + q))
+                        .sum(),
                     None => 0.0,
                 })
                 .collect()
@@ -78,7 +108,9 @@ fn dense(t: &Tables) -> Vec<Vec<f64>> {
 
 fn input(i: usize, dim: usize) -> Vec<f32> {
     let big = if i % 4 == 1 { 25.0 } else { 0.2 };
-    (0..dim).map(|c| big * ((i * 5 + c * 11) % 13) as f32 / 13.0 - big / 3.0).collect()
+    (0..dim)
+        .map(|c| big * ((i * 5 + c * 11) % 13) as f32 / 13.0 - big / 3.0)
+        .collect()
 }
 
 fn check_against_dense(n: usize, h: usize, r: usize, dim: usize, seed: u64) {
@@ -93,7 +125,13 @@ fn check_against_dense(n: usize, h: usize, r: usize, dim: usize, seed: u64) {
     }
     let mut workspace = vec![0.0f32; Stream::<ChaChaNoise>::workspace_len(&m, dim).unwrap()];
     assert_eq!(workspace.len(), (h + r + 1) * dim);
-    let mut stream = Stream::new(m, dim, &mut workspace, ChaChaNoise::from_seed(SEED).unwrap()).unwrap();
+    let mut stream = Stream::new(
+        m,
+        dim,
+        &mut workspace,
+        ChaChaNoise::from_seed(SEED).unwrap(),
+    )
+    .unwrap();
     let mut sum = vec![0.0f64; dim];
     let mut out = vec![0.0f32; dim];
     for i in 0..n {
@@ -112,7 +150,9 @@ fn check_against_dense(n: usize, h: usize, r: usize, dim: usize, seed: u64) {
             );
         }
     }
-    assert!(matches!(stream.step(&input(0, dim), &mut out), Err(Error::StreamFinished { steps }) if steps == n as u32));
+    assert!(
+        matches!(stream.step(&input(0, dim), &mut out), Err(Error::StreamFinished { steps }) if steps == n as u32)
+    );
 }
 
 #[test]
@@ -133,23 +173,41 @@ fn errors_leave_the_state_unchanged() {
     let run = |with_errors: bool| -> Vec<f32> {
         let m = mechanism(&t, Workload::PrefixSum, 1.0);
         let mut workspace = vec![0.0f32; 30];
-        let mut stream = Stream::new(m, dim, &mut workspace, ChaChaNoise::from_seed(SEED).unwrap()).unwrap();
+        let mut stream = Stream::new(
+            m,
+            dim,
+            &mut workspace,
+            ChaChaNoise::from_seed(SEED).unwrap(),
+        )
+        .unwrap();
         let mut all = Vec::new();
         let mut out = vec![0.0f32; dim];
         for i in 0..20 {
             if with_errors {
                 let mut bad = input(i, dim);
                 bad[2] = f32::NAN;
-                assert_eq!(stream.step(&bad, &mut out), Err(Error::NonFiniteInput { index: 2 }));
+                assert_eq!(
+                    stream.step(&bad, &mut out),
+                    Err(Error::NonFiniteInput { index: 2 })
+                );
                 bad[2] = f32::INFINITY;
-                assert_eq!(stream.step(&bad, &mut out), Err(Error::NonFiniteInput { index: 2 }));
+                assert_eq!(
+                    stream.step(&bad, &mut out),
+                    Err(Error::NonFiniteInput { index: 2 })
+                );
                 assert_eq!(
                     stream.step(&input(i, dim + 1), &mut out),
-                    Err(Error::DimensionMismatch { expected: dim, found: dim + 1 })
+                    Err(Error::DimensionMismatch {
+                        expected: dim,
+                        found: dim + 1
+                    })
                 );
                 assert_eq!(
                     stream.step(&input(i, dim), &mut out[..dim - 1]),
-                    Err(Error::DimensionMismatch { expected: dim, found: dim - 1 })
+                    Err(Error::DimensionMismatch {
+                        expected: dim,
+                        found: dim - 1
+                    })
                 );
                 assert_eq!(stream.steps_released(), i as u32);
             }
@@ -167,20 +225,28 @@ fn custom_workloads_release_noise_only() {
     let m = mechanism(&t, Workload::Custom { label: "A.npy" }, 1.0);
     let b = dense(&t);
     let mut workspace = vec![0.0f32; 8];
-    let mut stream = Stream::new(m, 2, &mut workspace, ChaChaNoise::from_seed(SEED).unwrap()).unwrap();
+    let mut stream =
+        Stream::new(m, 2, &mut workspace, ChaChaNoise::from_seed(SEED).unwrap()).unwrap();
     let mut out = [0.0f32; 2];
-    assert_eq!(stream.step(&[0.0, 0.0], &mut out), Err(Error::WorkloadNotStreamable));
+    assert_eq!(
+        stream.step(&[0.0, 0.0], &mut out),
+        Err(Error::WorkloadNotStreamable)
+    );
     let mut reference = ChaChaNoise::from_seed(SEED).unwrap();
-    let mut z = vec![[0.0f32; 2]; 16];
+    let mut z = [[0.0f32; 2]; 16];
     for i in 0..16 {
         reference.fill_standard_normal(i as u64, 0, &mut z[i]);
         stream.step_noise(&mut out).unwrap();
         for c in 0..2 {
-            let expected: f64 = 0.7 * 1.3 * (0..=i).map(|j| b[i][j] * f64::from(z[j][c])).sum::<f64>();
+            let expected: f64 =
+                0.7 * 1.3 * (0..=i).map(|j| b[i][j] * f64::from(z[j][c])).sum::<f64>();
             assert!((f64::from(out[c]) - expected).abs() <= 1e-5 * expected.abs().max(1.0));
         }
     }
-    assert_eq!(stream.step_noise(&mut out), Err(Error::StreamFinished { steps: 16 }));
+    assert_eq!(
+        stream.step_noise(&mut out),
+        Err(Error::StreamFinished { steps: 16 })
+    );
 }
 
 #[test]
@@ -191,10 +257,16 @@ fn configuration_errors() {
     let mut small = [0.0f32; 7];
     assert!(matches!(
         Stream::new(m, 2, &mut small, noise()),
-        Err(Error::WorkspaceTooSmall { needed: 8, found: 7 })
+        Err(Error::WorkspaceTooSmall {
+            needed: 8,
+            found: 7
+        })
     ));
     let mut ws = [0.0f32; 8];
-    assert!(matches!(Stream::new(m, 0, &mut ws, noise()), Err(Error::InvalidDimension)));
+    assert!(matches!(
+        Stream::new(m, 0, &mut ws, noise()),
+        Err(Error::InvalidDimension)
+    ));
     for sigma in [0.0, -1.0, f64::NAN, f64::INFINITY, 1e300] {
         assert!(matches!(
             Stream::with_noise_multiplier(m, 2, &mut ws, noise(), sigma),
@@ -203,7 +275,10 @@ fn configuration_errors() {
     }
     let mut uncalibrated = m;
     uncalibrated.header.calibration = None;
-    assert!(matches!(Stream::new(uncalibrated, 2, &mut ws, noise()), Err(Error::NotCalibrated)));
+    assert!(matches!(
+        Stream::new(uncalibrated, 2, &mut ws, noise()),
+        Err(Error::NotCalibrated)
+    ));
     // A static workspace works as well as a slice.
     let mut fixed = mfc_runtime::Workspace::<8>::new();
     let mut s = Stream::new(m, 2, &mut fixed, noise()).unwrap();

@@ -5,6 +5,7 @@
 //! Seeds are fixed, so every statistic is deterministic; the thresholds are set for a false-alarm
 //! probability of 1e-6 per detector under a correct mechanism. `MFC_AUDIT_SCALE=10` multiplies the
 //! sample sizes for a longer run (`cargo test --release -p mfc-tests --test privacy_audit`).
+#![allow(clippy::needless_range_loop)] // index loops mirror the matrix formulas
 
 use mfc_compiler::compress::CompressOptions;
 use mfc_compiler::mechanism::compile_banded;
@@ -38,15 +39,17 @@ fn phi(x: f64) -> f64 {
 fn erfc(x: f64) -> f64 {
     let z = x.abs();
     let t = 1.0 / (1.0 + 0.5 * z);
-    let r = t * (-z * z - 1.265_512_23
-        + t * (1.000_023_68
-            + t * (0.374_091_96
-                + t * (0.096_784_18
-                    + t * (-0.186_288_06
-                        + t * (0.278_868_07
-                            + t * (-1.135_203_98
-                                + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
-        .exp();
+    let r = t
+        * (-z * z - 1.265_512_23
+            + t * (1.000_023_68
+                + t * (0.374_091_96
+                    + t * (0.096_784_18
+                        + t * (-0.186_288_06
+                            + t * (0.278_868_07
+                                + t * (-1.135_203_98
+                                    + t * (1.488_515_87
+                                        + t * (-0.822_152_23 + t * 0.170_872_77)))))))))
+            .exp();
     if x >= 0.0 { r } else { 2.0 - r }
 }
 
@@ -55,7 +58,11 @@ fn normal_quantile_upper(p: f64) -> f64 {
     let (mut lo, mut hi) = (0.0, 40.0);
     for _ in 0..200 {
         let mid = 0.5 * (lo + hi);
-        if 1.0 - phi(mid) > p { lo = mid } else { hi = mid }
+        if 1.0 - phi(mid) > p {
+            lo = mid
+        } else {
+            hi = mid
+        }
     }
     hi
 }
@@ -130,12 +137,20 @@ fn draw(noise: &mut impl NoiseSource, count: usize) -> Vec<f64> {
 
 #[test]
 fn sampler_is_standard_normal() {
-    let mut samples = draw(&mut ChaChaNoise::from_seed(seed(1)).unwrap(), 1_000_000 * scale());
+    let mut samples = draw(
+        &mut ChaChaNoise::from_seed(seed(1)).unwrap(),
+        1_000_000 * scale(),
+    );
     let v = audit_sampler(&mut samples);
     assert!(
         v.passes(sampler_threshold()),
         "mean z {:.2}, variance z {:.2}, KS {:.2e} (critical {:.2e}), |x|>4: {} in {:?}",
-        v.mean_z, v.variance_z, v.ks_statistic, v.ks_critical, v.tail_count, v.tail_interval
+        v.mean_z,
+        v.variance_z,
+        v.ks_statistic,
+        v.ks_critical,
+        v.tail_count,
+        v.tail_interval
     );
 }
 
@@ -192,7 +207,9 @@ fn dense_decoder(m: &Mechanism<'_>) -> Vec<Vec<f64>> {
             (0..n)
                 .map(|j| match i.checked_sub(j) {
                     Some(k) if k < h => at(d.diagonals, i * h + k),
-                    Some(_) => (0..r).map(|q| at(d.left, i * r + q) * at(d.right, j * r + q)).sum(),
+                    Some(_) => (0..r)
+                        .map(|q| at(d.left, i * r + q) * at(d.right, j * r + q))
+                        .sum(),
                     None => 0.0,
                 })
                 .collect()
@@ -220,7 +237,13 @@ impl NoiseSource for ReusingNoise {
 /// Releases of `STEPS` steps with zero input, `dim` independent coordinates, from `blob` with
 /// noise multiplier `sigma`, whitened with the decoder and scale of `reference` (what the
 /// mechanism claims): returns w[step][coordinate].
-fn whitened_releases(blob: &[u8], reference: &[u8], sigma: f64, noise: impl NoiseSource, dim: usize) -> Vec<Vec<f64>> {
+fn whitened_releases(
+    blob: &[u8],
+    reference: &[u8],
+    sigma: f64,
+    noise: impl NoiseSource,
+    dim: usize,
+) -> Vec<Vec<f64>> {
     let m = Mechanism::from_bytes(blob).unwrap();
     let claimed = Mechanism::from_bytes(reference).unwrap();
     let b = dense_decoder(&claimed);
@@ -282,17 +305,25 @@ fn covariance_is_identity(w: &[Vec<f64>]) -> Result<(), String> {
     let z_one_sided = normal_quantile_upper(alpha);
     let z_two_sided = normal_quantile_upper(alpha / 2.0);
     if z_lr > z_one_sided {
-        return Err(format!("likelihood ratio {lr:.1} (z = {z_lr:.2}) for {dof} dof"));
+        return Err(format!(
+            "likelihood ratio {lr:.1} (z = {z_lr:.2}) for {dof} dof"
+        ));
     }
     let z_trace = (trace / p as f64 - 1.0) / (2.0 / (runs * p as f64)).sqrt();
     if z_trace.abs() > z_two_sided {
-        return Err(format!("mean variance {:.4} (z = {z_trace:.2})", trace / p as f64));
+        return Err(format!(
+            "mean variance {:.4} (z = {z_trace:.2})",
+            trace / p as f64
+        ));
     }
     let z_var = normal_quantile_upper(alpha / (2.0 * p as f64));
     for i in 0..p {
         let z = (s[i][i] - 1.0) / (2.0 / runs).sqrt();
         if z.abs() > z_var {
-            return Err(format!("variance of step {i} is {:.4} (z = {z:.2})", s[i][i]));
+            return Err(format!(
+                "variance of step {i} is {:.4} (z = {z:.2})",
+                s[i][i]
+            ));
         }
     }
     let z_cov = normal_quantile_upper(alpha / (p * (p - 1)) as f64);
@@ -300,7 +331,10 @@ fn covariance_is_identity(w: &[Vec<f64>]) -> Result<(), String> {
         for j in 0..i {
             let z = s[i][j] * runs.sqrt();
             if z.abs() > z_cov {
-                return Err(format!("covariance of steps ({i}, {j}) is {:.4} (z = {z:.2})", s[i][j]));
+                return Err(format!(
+                    "covariance of steps ({i}, {j}) is {:.4} (z = {z:.2})",
+                    s[i][j]
+                ));
             }
         }
     }
@@ -398,11 +432,16 @@ fn likelihood_ratio_separation(blob: &[u8], claimed: &[u8], sigma: f64, runs: us
     for run in 0..runs {
         for (side, stat) in stats.iter_mut().enumerate() {
             let noise = ChaChaNoise::from_seed(seed(1_000_000 + (2 * run + side) as u64)).unwrap();
-            let mut stream = Stream::with_noise_multiplier(m, 1, &mut workspace, noise, sigma).unwrap();
+            let mut stream =
+                Stream::with_noise_multiplier(m, 1, &mut workspace, noise, sigma).unwrap();
             let mut y = vec![0.0f64; n];
             for (i, yi) in y.iter_mut().enumerate() {
                 // The neighbour contributes at the worst step; 10ζ is clipped to ζ by the runtime.
-                let x = if side == 1 && i == worst { 10.0 * zeta as f32 } else { 0.0 };
+                let x = if side == 1 && i == worst {
+                    10.0 * zeta as f32
+                } else {
+                    0.0
+                };
                 let mut out = [0.0f32];
                 stream.step(&[x], &mut out).unwrap();
                 *yi = f64::from(out[0]) / claimed_scale;
@@ -412,7 +451,8 @@ fn likelihood_ratio_separation(blob: &[u8], claimed: &[u8], sigma: f64, runs: us
         }
     }
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-    let var = |v: &[f64], m: f64| v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() as f64 - 1.0);
+    let var =
+        |v: &[f64], m: f64| v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() as f64 - 1.0);
     let (m0, m1) = (mean(&stats[0]), mean(&stats[1]));
     let sd = (0.5 * (var(&stats[0], m0) + var(&stats[1], m1))).sqrt();
     let separation = (m1 - m0) / sd;
@@ -427,10 +467,21 @@ fn audit_runs() -> usize {
 
 fn audit_blob() -> Vec<u8> {
     let a = Workload::PrefixSum.matrix(AUDIT_STEPS).unwrap();
-    let compiled = compile_banded(a.as_ref(), 2, 2, &OptimizeOptions::default(), &CompressOptions::default(), &mut |_| {}).unwrap();
+    let compiled = compile_banded(
+        a.as_ref(),
+        2,
+        2,
+        &OptimizeOptions::default(),
+        &CompressOptions::default(),
+        &mut |_| {},
+    )
+    .unwrap();
     let options = BlobOptions {
         clip_norm: 1.0,
-        calibration: Some(Calibration { noise_multiplier: AUDIT_SIGMA, target: None }),
+        calibration: Some(Calibration {
+            noise_multiplier: AUDIT_SIGMA,
+            target: None,
+        }),
     };
     blob::encode(&compiled, &Workload::PrefixSum, &options).unwrap()
 }
@@ -439,16 +490,25 @@ fn audit_blob() -> Vec<u8> {
 fn likelihood_ratio_separation_is_at_most_one_over_sigma() {
     let blob = audit_blob();
     let (sep, se) = likelihood_ratio_separation(&blob, &blob, AUDIT_SIGMA, audit_runs());
-    assert!(sep <= 1.0 / AUDIT_SIGMA + 4.5 * se, "separation {sep:.4} ± {se:.4}");
+    assert!(
+        sep <= 1.0 / AUDIT_SIGMA + 4.5 * se,
+        "separation {sep:.4} ± {se:.4}"
+    );
     // and the audit has power: it sees the mechanism's real separation.
-    assert!(sep >= 1.0 / AUDIT_SIGMA - 4.5 * se, "separation {sep:.4} ± {se:.4}");
+    assert!(
+        sep >= 1.0 / AUDIT_SIGMA - 4.5 * se,
+        "separation {sep:.4} ± {se:.4}"
+    );
 }
 
 #[test]
 fn likelihood_ratio_audit_catches_a_smaller_sigma() {
     let blob = audit_blob();
     let (sep, se) = likelihood_ratio_separation(&blob, &blob, 0.95 * AUDIT_SIGMA, audit_runs());
-    assert!(sep > 1.0 / AUDIT_SIGMA + 4.5 * se, "separation {sep:.4} ± {se:.4}");
+    assert!(
+        sep > 1.0 / AUDIT_SIGMA + 4.5 * se,
+        "separation {sep:.4} ± {se:.4}"
+    );
 }
 
 #[test]
@@ -458,5 +518,8 @@ fn likelihood_ratio_audit_catches_an_understated_sensitivity() {
     m.header.sensitivity.value *= 0.95;
     let mutant = m.to_vec().unwrap();
     let (sep, se) = likelihood_ratio_separation(&mutant, &blob, AUDIT_SIGMA, audit_runs());
-    assert!(sep > 1.0 / AUDIT_SIGMA + 4.5 * se, "separation {sep:.4} ± {se:.4}");
+    assert!(
+        sep > 1.0 / AUDIT_SIGMA + 4.5 * se,
+        "separation {sep:.4} ± {se:.4}"
+    );
 }

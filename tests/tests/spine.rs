@@ -1,6 +1,7 @@
 //! The spine end to end: compile a prefix-sum mechanism → blob → runtime replay, checked against
 //! independent references computed here from the blob's own bytes: the dense decoder, the encoder
 //! B̂⁻¹A by forward substitution, the sensitivity by brute force, and A x + B̂ Z in f64.
+#![allow(clippy::needless_range_loop)] // index loops mirror the matrix formulas
 
 use mfc_compiler::blob::{self, BlobOptions};
 use mfc_compiler::compress::CompressOptions;
@@ -13,7 +14,12 @@ use mfc_runtime::{ChaChaNoise, Stream};
 
 const SEED: [u8; 32] = *b"spine end-to-end test seed 32 b!";
 
-fn compile(workload: &Workload, n: usize, band: usize, rank: usize) -> (CompiledMechanism, Vec<u8>) {
+fn compile(
+    workload: &Workload,
+    n: usize,
+    band: usize,
+    rank: usize,
+) -> (CompiledMechanism, Vec<u8>) {
     let a = workload.matrix(n).unwrap();
     let compiled = compile_banded(
         a.as_ref(),
@@ -48,7 +54,9 @@ fn dense_decoder(m: &Mechanism<'_>) -> Vec<Vec<f64>> {
             *entry = if i - j < h {
                 at(d.diagonals, i * h + (i - j))
             } else {
-                (0..r).map(|q| at(d.left, i * r + q) * at(d.right, j * r + q)).sum()
+                (0..r)
+                    .map(|q| at(d.left, i * r + q) * at(d.right, j * r + q))
+                    .sum()
             };
         }
     }
@@ -56,7 +64,9 @@ fn dense_decoder(m: &Mechanism<'_>) -> Vec<Vec<f64>> {
 }
 
 fn prefix_matrix(n: usize) -> Vec<Vec<f64>> {
-    (0..n).map(|i| (0..n).map(|j| f64::from(u8::from(j <= i))).collect()).collect()
+    (0..n)
+        .map(|i| (0..n).map(|j| f64::from(u8::from(j <= i))).collect())
+        .collect()
 }
 
 /// Ĉ = B̂⁻¹ A by forward substitution, column by column.
@@ -85,7 +95,11 @@ fn shipped_sensitivity_matches_brute_force_over_neighbours() {
     for j in 0..n {
         for k in 0..50 {
             let t = k as f64 * 0.13;
-            let u = [t.cos() * 0.8, t.sin() * 0.6, if k % 2 == 0 { 0.0 } else { 1.0 }];
+            let u = [
+                t.cos() * 0.8,
+                t.sin() * 0.6,
+                if k % 2 == 0 { 0.0 } else { 1.0 },
+            ];
             let norm_u = u.iter().map(|x| x * x).sum::<f64>().sqrt();
             let u = u.map(|x| x / norm_u.max(1.0));
             let mut frob = 0.0;
@@ -126,13 +140,21 @@ fn replay_matches_dense(bytes: &[u8], dim: usize, prefix: bool) {
     }
 
     let mut workspace = vec![0.0f32; Stream::<ChaChaNoise>::workspace_len(&m, dim).unwrap()];
-    let mut stream = Stream::new(m, dim, &mut workspace, ChaChaNoise::from_seed(SEED).unwrap()).unwrap();
+    let mut stream = Stream::new(
+        m,
+        dim,
+        &mut workspace,
+        ChaChaNoise::from_seed(SEED).unwrap(),
+    )
+    .unwrap();
     let mut sum = vec![0.0f64; dim];
     let mut out = vec![0.0f32; dim];
     for i in 0..n {
         // Every third input is far over the clip norm: the runtime must clip it.
         let big = if i % 3 == 0 { 40.0 } else { 0.3 };
-        let x: Vec<f32> = (0..dim).map(|c| big * (((i * 7 + c * 3) % 11) as f32 - 5.0) / 5.0).collect();
+        let x: Vec<f32> = (0..dim)
+            .map(|c| big * (((i * 7 + c * 3) % 11) as f32 - 5.0) / 5.0)
+            .collect();
         let norm = x.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>().sqrt();
         let clip = if norm > zeta { zeta / norm } else { 1.0 };
         if prefix {
@@ -166,16 +188,28 @@ fn runtime_replay_equals_dense_reference() {
 fn custom_workload_ships_noise_only() {
     // A momentum-like lower-triangular workload (β = 0.9), as a user would load from .npy.
     let n = 32;
-    let matrix = faer::Mat::from_fn(n, n, |i, j| if j <= i { 0.9f64.powi((i - j) as i32) } else { 0.0 });
+    let matrix = faer::Mat::from_fn(n, n, |i, j| {
+        if j <= i {
+            0.9f64.powi((i - j) as i32)
+        } else {
+            0.0
+        }
+    });
     let workload = Workload::Custom {
         label: "momentum 0.9".into(),
         matrix,
     };
     let (_, bytes) = compile(&workload, n, 3, 2);
     let m = Mechanism::from_bytes(&bytes).unwrap();
-    assert!(matches!(m.header.workload, mfc_formats::Workload::Custom { label: "momentum 0.9" }));
+    assert!(matches!(
+        m.header.workload,
+        mfc_formats::Workload::Custom {
+            label: "momentum 0.9"
+        }
+    ));
     let mut workspace = vec![0.0f32; Stream::<ChaChaNoise>::workspace_len(&m, 2).unwrap()];
-    let mut stream = Stream::new(m, 2, &mut workspace, ChaChaNoise::from_seed(SEED).unwrap()).unwrap();
+    let mut stream =
+        Stream::new(m, 2, &mut workspace, ChaChaNoise::from_seed(SEED).unwrap()).unwrap();
     let mut out = [0.0f32; 2];
     assert!(matches!(
         stream.step(&[0.0, 0.0], &mut out),

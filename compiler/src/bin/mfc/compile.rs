@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use mfc_compiler::Error;
 use mfc_compiler::blob::{self, BlobOptions};
 use mfc_compiler::calibrate::{epsilon_for_noise_multiplier, noise_multiplier_for};
 use mfc_compiler::compress::CompressOptions;
@@ -11,7 +12,6 @@ use mfc_compiler::mechanism::compile_banded;
 use mfc_compiler::optimize::{OptimizeOptions, Progress};
 use mfc_compiler::report::CompileReport;
 use mfc_compiler::workload::{self, Workload};
-use mfc_compiler::Error;
 use mfc_formats::{Calibration, PrivacyTarget};
 
 /// Compile a banded-plus-low-rank mechanism for a lower-triangular workload.
@@ -105,7 +105,11 @@ fn calibration(args: &Args) -> Result<Option<Calibration>, Error> {
             })
         }
         (None, None, None) => None,
-        _ => return Err(bad("give --epsilon with --delta, or --noise-multiplier".into())),
+        _ => {
+            return Err(bad(
+                "give --epsilon with --delta, or --noise-multiplier".into()
+            ));
+        }
     })
 }
 
@@ -146,8 +150,12 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             calibration,
         },
     )?;
-    std::fs::write(&args.out, &blob)
-        .map_err(|e| Error::Io(std::io::Error::new(e.kind(), format!("{}: {e}", args.out.display()))))?;
+    std::fs::write(&args.out, &blob).map_err(|e| {
+        Error::Io(std::io::Error::new(
+            e.kind(),
+            format!("{}: {e}", args.out.display()),
+        ))
+    })?;
 
     let mut report = CompileReport::new(
         args.workload.clone(),

@@ -18,10 +18,14 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let bytes = std::fs::read(&args.blob).map_err(|e| {
-        Error::Io(std::io::Error::new(e.kind(), format!("{}: {e}", args.blob.display())))
+        Error::Io(std::io::Error::new(
+            e.kind(),
+            format!("{}: {e}", args.blob.display()),
+        ))
     })?;
-    let m = Mechanism::from_bytes(&bytes).map_err(|e| {
-        Error::InvalidOption(format!("{}: {e}", args.blob.display()))
+    let m = Mechanism::from_bytes(&bytes).map_err(|error| Error::BlobFile {
+        path: args.blob.display().to_string(),
+        error,
     })?;
     let h = &m.header;
     let checksum = u32::from_le_bytes(bytes[bytes.len() - 4..].try_into()?);
