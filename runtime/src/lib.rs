@@ -39,4 +39,4 @@ pub use error::Error;
 pub use mfc_formats as formats;
 pub use mfc_formats::Mechanism;
 pub use noise::{ChaChaNoise, NoiseSource};
-pub use stream::{Stream, Workspace, clip_factor};
+pub use stream::{Stream, Workspace, clip_factor, clip_to_norm};

@@ -19,7 +19,7 @@ use core::ops::{Deref, DerefMut};
 use mfc_formats::{BandedLowRank, Decoder, Mechanism, Workload};
 
 use crate::Error;
-use crate::noise::NoiseSource;
+use crate::noise::{MAX_COORDINATES, NoiseSource};
 
 /// A stream releasing one private prefix sum (or noise row) per step.
 pub struct Stream<'m, 'w, N: NoiseSource> {
@@ -51,8 +51,13 @@ fn row_mut(buffer: &mut [f32], index: usize, dim: usize) -> &mut [f32] {
 /// The factor that scales `row` to L2 norm at most `clip_norm`: `min(1, ζ/‖row‖)`.
 ///
 /// Overflow-safe: the norm is computed in `f64` from the row divided by its largest magnitude,
-/// so a finite row of any size is clipped in its direction rather than zeroed.
+/// so a finite row of any size is clipped in its direction rather than zeroed. For a row with a
+/// non-finite entry the result is unspecified (the stream rejects such rows first); a
+/// `clip_norm` that is not positive (or NaN) gives 0.
 pub fn clip_factor(row: &[f32], clip_norm: f64) -> f64 {
+    if clip_norm.is_nan() || clip_norm <= 0.0 {
+        return 0.0;
+    }
     let largest = row.iter().fold(0.0f64, |m, &x| m.max(f64::from(x).abs()));
     if largest == 0.0 {
         return 1.0;
@@ -73,11 +78,23 @@ pub fn clip_factor(row: &[f32], clip_norm: f64) -> f64 {
     }
 }
 
+/// Scales `row` in place to L2 norm at most `clip_norm` (see [`clip_factor`]): rows already
+/// within the norm are untouched, finite rows of any magnitude (even near `f32::MAX`) keep their
+/// direction, and a `clip_norm` that is not positive zeroes the row.
+pub fn clip_to_norm(row: &mut [f32], clip_norm: f32) {
+    let factor = clip_factor(row, f64::from(clip_norm));
+    if factor < 1.0 {
+        for x in row.iter_mut() {
+            *x = (f64::from(*x) * factor) as f32;
+        }
+    }
+}
+
 impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
     /// Floats of workspace a stream of dimension `dim` needs: `(h + r + 1)·d`.
     pub fn workspace_len(mechanism: &Mechanism<'_>, dim: usize) -> Result<usize, Error> {
         let d = banded(mechanism)?;
-        if dim == 0 {
+        if dim == 0 || dim as u64 > MAX_COORDINATES {
             return Err(Error::InvalidDimension);
         }
         (d.band as usize)
@@ -226,25 +243,34 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
                 }
             }
         }
-        self.noise
-            .fill_standard_normal(i as u64, 0, row_mut(self.ring, slot, d));
-        y.fill(0.0);
-        if let Some(band) = self.decoder.diagonal_row(i) {
-            for (k, coefficient) in band.iter().enumerate().take(h.min(i + 1)) {
-                for (out, &z) in y.iter_mut().zip(row(self.ring, (i - k) % h, d)) {
-                    *out += coefficient * z;
-                }
+        let current = row_mut(self.ring, slot, d);
+        self.noise.fill_standard_normal(i as u64, 0, current);
+        // The noise scale is folded into the coefficients: each term is one pass over `d` floats,
+        // and the first one (the main diagonal, never absent) writes `y` instead of adding to it.
+        let scale = self.noise_scale;
+        let Some(band) = self.decoder.diagonal_row(i) else {
+            y.fill(0.0); // unreachable: the blob has n rows of h coefficients
+            self.step += 1;
+            return;
+        };
+        let mut band = band.iter();
+        let main = band.next().unwrap_or(0.0) * scale;
+        for (out, &z) in y.iter_mut().zip(row(self.ring, slot, d)) {
+            *out = main * z;
+        }
+        for (k, coefficient) in (1..=i.min(h - 1)).zip(band) {
+            let c = coefficient * scale;
+            for (out, &z) in y.iter_mut().zip(row(self.ring, (i - k) % h, d)) {
+                *out += c * z;
             }
         }
         if let Some(left) = self.decoder.left_row(i) {
             for (q, coefficient) in left.iter().enumerate().take(r) {
+                let c = coefficient * scale;
                 for (out, &b) in y.iter_mut().zip(row(self.beta, q, d)) {
-                    *out += coefficient * b;
+                    *out += c * b;
                 }
             }
-        }
-        for out in y.iter_mut() {
-            *out *= self.noise_scale;
         }
         self.step += 1;
     }

@@ -158,7 +158,17 @@ fn check_against_dense(n: usize, h: usize, r: usize, dim: usize, seed: u64) {
 #[test]
 fn replay_equals_dense_reference() {
     for dim in [1, 7, 64] {
-        for (n, h, r) in [(40, 3, 2), (40, 1, 4), (12, 12, 0), (30, 5, 0), (25, 2, 25)] {
+        for (n, h, r) in [
+            (40, 3, 2),
+            (40, 1, 4),
+            (40, 1, 0),
+            (12, 12, 0),
+            (10, 10, 3),
+            (30, 5, 0),
+            (25, 2, 25),
+            (1, 1, 0),
+            (1, 1, 1),
+        ] {
             check_against_dense(n, h, r, dim, (n * 31 + h * 7 + r + dim) as u64);
         }
     }
@@ -286,6 +296,100 @@ fn configuration_errors() {
     s.step(&[3.0, 4.0], &mut out).unwrap();
 }
 
+/// Errors of `step_noise` and of a finished stream change nothing either.
+#[test]
+fn noise_errors_and_finished_streams_leave_the_state_unchanged() {
+    let t = tables(9, 2, 3, 11);
+    let dim = 3;
+    let run = |with_errors: bool| -> Vec<f32> {
+        let m = mechanism(&t, Workload::Custom { label: "A" }, 1.0);
+        let mut workspace = vec![0.0f32; 6 * dim];
+        let mut stream = Stream::new(
+            m,
+            dim,
+            &mut workspace,
+            ChaChaNoise::from_seed(SEED).unwrap(),
+        )
+        .unwrap();
+        let mut all = Vec::new();
+        let mut out = vec![0.0f32; dim + 1];
+        for i in 0..9 {
+            if with_errors {
+                assert_eq!(
+                    stream.step_noise(&mut out),
+                    Err(Error::DimensionMismatch {
+                        expected: dim,
+                        found: dim + 1
+                    })
+                );
+                assert_eq!(
+                    stream.step(&[1.0; 3], &mut out[..dim]),
+                    Err(Error::WorkloadNotStreamable)
+                );
+                assert_eq!(stream.steps_released(), i);
+            }
+            stream.step_noise(&mut out[..dim]).unwrap();
+            all.extend_from_slice(&out[..dim]);
+        }
+        for _ in 0..3 {
+            let before = out.clone();
+            assert_eq!(
+                stream.step_noise(&mut out[..dim]),
+                Err(Error::StreamFinished { steps: 9 })
+            );
+            assert_eq!(out, before, "a refused call must not write its output");
+            assert_eq!(stream.steps_released(), 9);
+        }
+        assert_eq!((stream.horizon(), stream.dim()), (9, dim));
+        all
+    };
+    assert_eq!(run(false), run(true));
+}
+
+/// An uncalibrated blob streams with an explicit multiplier, and the noise scales with it.
+#[test]
+fn explicit_noise_multiplier() {
+    let t = tables(6, 2, 1, 13);
+    let mut m = mechanism(&t, Workload::Custom { label: "A" }, 2.0);
+    m.header.calibration = None;
+    let noise = || ChaChaNoise::from_seed(SEED).unwrap();
+    let (mut w1, mut w2) = ([0.0f32; 8], [0.0f32; 8]);
+    let mut one = Stream::with_noise_multiplier(m, 2, &mut w1, noise(), 1.0).unwrap();
+    let mut three = Stream::with_noise_multiplier(m, 2, &mut w2, noise(), 3.0).unwrap();
+    let (mut a, mut b) = ([0.0f32; 2], [0.0f32; 2]);
+    for _ in 0..6 {
+        one.step_noise(&mut a).unwrap();
+        three.step_noise(&mut b).unwrap();
+        for c in 0..2 {
+            assert!((3.0 * a[c] - b[c]).abs() <= 1e-5 * b[c].abs().max(1.0));
+        }
+    }
+}
+
+#[test]
+fn clip_to_norm_in_place() {
+    use mfc_runtime::clip_to_norm;
+    let mut small = [0.3f32, -0.4];
+    clip_to_norm(&mut small, 1.0);
+    assert_eq!(small, [0.3, -0.4]);
+    let mut over = [3.0f32, -4.0];
+    clip_to_norm(&mut over, 1.0);
+    assert!((over[0] - 0.6).abs() < 1e-7 && (over[1] + 0.8).abs() < 1e-7);
+    let mut huge = [1e30f32, -1e30, f32::MAX, -f32::MAX];
+    clip_to_norm(&mut huge, 2.0);
+    let norm = huge
+        .iter()
+        .map(|&v| f64::from(v).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    assert!((norm - 2.0).abs() < 1e-6, "{huge:?}");
+    assert!(huge[0] > 0.0 && huge[1] < 0.0 && huge[2] > huge[0] && huge[3] < 0.0);
+    let mut zeroed = [1.0f32, 2.0];
+    clip_to_norm(&mut zeroed, 0.0);
+    assert_eq!(zeroed, [0.0, 0.0]);
+    clip_to_norm(&mut [], 1.0);
+}
+
 #[test]
 fn clipping_preserves_direction_even_for_huge_inputs() {
     use mfc_runtime::clip_factor;
@@ -295,6 +399,19 @@ fn clipping_preserves_direction_even_for_huge_inputs() {
     let norm = (9e74f64 + 16e74 + f64::from(f32::MAX).powi(2)).sqrt();
     assert!((f * norm - 1.0).abs() < 1e-7, "{f}");
     assert_eq!(clip_factor(&[0.0, 0.0], 1.0), 1.0);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(40))]
+    /// Random shapes (any `h ≤ n`, any `r ≤ n`) and coefficients against the dense reference.
+    #[test]
+    fn random_mechanisms_match_dense(
+        (n, h, r) in (1usize..24).prop_flat_map(|n| (Just(n), 1..=n, 0..=n.min(6))),
+        dim in prop_oneof![Just(1usize), Just(7), Just(64)],
+        seed in any::<u64>(),
+    ) {
+        check_against_dense(n, h, r, dim, seed);
+    }
 }
 
 proptest! {
