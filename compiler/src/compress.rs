@@ -19,6 +19,10 @@ pub struct CompressOptions {
     pub max_sweeps: usize,
     /// Stop when a sweep lowers the objective by less than this fraction.
     pub tolerance: f64,
+    /// Gradient steps on the shipped loss after the fit
+    /// ([`refine_for_shipped_loss`](crate::mechanism::refine_for_shipped_loss), used by
+    /// [`compile_banded`](crate::mechanism::compile_banded)); `0` ships the plain ALS fit.
+    pub refine_iterations: usize,
 }
 
 impl Default for CompressOptions {
@@ -27,6 +31,7 @@ impl Default for CompressOptions {
             ridge: 1e-6,
             max_sweeps: 1000,
             tolerance: 1e-10,
+            refine_iterations: 50,
         }
     }
 }
@@ -319,6 +324,57 @@ mod tests {
         let dense = c.to_dense();
         assert_eq!(dense[(5, 4)], b[(5, 4)]);
         assert_eq!(dense[(10, 2)], 0.0);
+    }
+
+    /// On a real decoder (prefix-sum optimum): the band is copied exactly, rows `i < h` of `L` and
+    /// rows `j > n − 1 − h` of `R` are zero, and the fitted masked error is no worse than the
+    /// truncated SVD of the masked matrix the fit starts from.
+    #[test]
+    fn fits_a_real_decoder_better_than_its_svd_start() {
+        use crate::factorize::streaming_factorization;
+        use crate::optimize::{OptimizeOptions, optimize_single_participation};
+        let n = 64;
+        let (h, r) = (3, 2);
+        let a = Mat::from_fn(n, n, |i, j| if j <= i { 1.0 } else { 0.0 });
+        let o = optimize_single_participation(a.as_ref(), &OptimizeOptions::default(), &mut |_| {})
+            .unwrap();
+        let b = streaming_factorization(a.as_ref(), o.x.as_ref())
+            .unwrap()
+            .decoder;
+        let c = compress(b.as_ref(), h, r, &CompressOptions::default()).unwrap();
+        let dense = c.to_dense();
+        for i in 0..n {
+            for j in 0..n {
+                if j <= i && i - j < h {
+                    assert_eq!(dense[(i, j)], b[(i, j)]);
+                } else if j > i {
+                    assert_eq!(dense[(i, j)], 0.0);
+                }
+            }
+        }
+        for i in 0..h {
+            assert!(c.left[i * r..(i + 1) * r].iter().all(|&x| x == 0.0));
+        }
+        for j in n - h..n {
+            assert!(c.right[j * r..(j + 1) * r].iter().all(|&x| x == 0.0));
+        }
+        let masked = Mat::from_fn(n, n, |i, j| if i >= j + h { b[(i, j)] } else { 0.0 });
+        let svd = masked.thin_svd().unwrap();
+        let truncated = Mat::from_fn(n, n, |i, j| {
+            if i >= j + h {
+                (0..r)
+                    .map(|q| svd.U()[(i, q)] * svd.S()[q] * svd.V()[(j, q)])
+                    .sum()
+            } else {
+                0.0
+            }
+        });
+        let fitted = Mat::from_fn(n, n, |i, j| if i >= j + h { dense[(i, j)] } else { 0.0 });
+        let (e_svd, e_fit) = (
+            (&truncated - &masked).norm_l2(),
+            (&fitted - &masked).norm_l2(),
+        );
+        assert!(e_fit <= e_svd * (1.0 + 1e-9), "ALS {e_fit} vs SVD {e_svd}");
     }
 
     #[test]

@@ -8,9 +8,20 @@ use faer::{Mat, MatRef};
 
 use crate::{Error, Result};
 
-/// The encoder `Ĉ = B̂⁻¹ A` implied by a lower-triangular decoder (forward substitution).
+/// The encoder `Ĉ = B̂⁻¹ A` implied by a lower-triangular decoder (forward substitution; only the
+/// lower triangle of `decoder` is read). Denisov et al. 2022, App. H: the optimal encoder for a
+/// fixed decoder `B̂` of the prefix-sum workload is `B̂⁻¹S`.
 pub fn encoder_for_decoder(a: MatRef<'_, f64>, decoder: MatRef<'_, f64>) -> Result<Mat<f64>> {
     let n = a.nrows();
+    if a.ncols() != n || decoder.nrows() != n || decoder.ncols() != n {
+        return Err(Error::InvalidWorkload(format!(
+            "A ({}×{}) and B̂ ({}×{}) must be square of the same size",
+            a.nrows(),
+            a.ncols(),
+            decoder.nrows(),
+            decoder.ncols()
+        )));
+    }
     if (0..n).any(|i| decoder[(i, i)] == 0.0) {
         return Err(Error::Numerical(
             "the decoder has a zero diagonal entry".into(),
@@ -18,18 +29,27 @@ pub fn encoder_for_decoder(a: MatRef<'_, f64>, decoder: MatRef<'_, f64>) -> Resu
     }
     let mut c = a.to_owned();
     decoder.solve_lower_triangular_in_place(c.as_mut());
-    if c.norm_max().is_finite() {
+    if (0..n).all(|j| (0..n).all(|i| c[(i, j)].is_finite())) {
         Ok(c)
     } else {
         Err(Error::Numerical("the encoder B̂⁻¹A is not finite".into()))
     }
 }
 
-/// `max_j ‖C[:, j]‖₂`: the single-participation sensitivity.
+/// `max_j ‖C[:, j]‖₂`: the single-participation sensitivity `sens(C)` for contributions of norm
+/// at most 1 (Denisov et al. 2022, 003 Thm 3.1 / Eq. 2).
+/// A NaN anywhere in `c` yields NaN (never a smaller, finite value): callers must check that the
+/// result is finite before trusting it.
 pub fn max_column_norm(c: MatRef<'_, f64>) -> f64 {
-    (0..c.ncols())
-        .map(|j| c.col(j).norm_l2())
-        .fold(0.0, f64::max)
+    let mut worst: f64 = 0.0;
+    for j in 0..c.ncols() {
+        let norm = c.col(j).norm_l2();
+        if norm.is_nan() || (0..c.nrows()).any(|i| c[(i, j)].is_nan()) {
+            return f64::NAN;
+        }
+        worst = worst.max(norm);
+    }
+    worst
 }
 
 /// `sens²·‖B[i,:]‖²` for every step `i`: the variance of release `i` for `σ = ζ = 1`.
@@ -48,35 +68,85 @@ pub fn loss(decoder: MatRef<'_, f64>, sensitivity: f64) -> f64 {
 mod tests {
     use super::*;
 
-    /// Brute force: the largest ‖C (x − x')‖_F over neighbours differing in one step by a vector
-    /// of norm ≤ 1 (d = 2, a grid of directions and lengths) equals the largest column norm.
+    /// A seeded uniform generator on `[-0.5, 0.5)`.
+    fn uniform(seed: u64) -> impl FnMut() -> f64 {
+        let mut state = seed;
+        move || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 11) as f64 / (1u64 << 53) as f64 - 0.5
+        }
+    }
+
+    /// Brute force over neighbouring single-participation datasets `x − x' = e_j uᵀ` with
+    /// `‖u‖ ≤ 1` (003 Thm 3.1 / Eq. 2): `‖C (x − x')‖_F` is formed explicitly as a dense product
+    /// for every step `j`, for `d = 1` on a grid of `t ∈ [−1, 1]` and for `d = 3` on random unit
+    /// and shorter vectors; its maximum is the largest column norm.
     #[test]
     fn max_column_norm_is_the_worst_neighbour() {
-        let n = 7;
-        let c = Mat::from_fn(n, n, |i, j| {
-            if j <= i {
-                ((i * 3 + j * 5) % 7) as f64 - 2.5
-            } else {
-                0.0
-            }
-        });
-        let mut brute: f64 = 0.0;
-        for j in 0..n {
-            for k in 0..64 {
-                let angle = k as f64 * std::f64::consts::PI / 32.0;
-                for length in [0.25, 1.0] {
-                    let u = [angle.cos() * length, angle.sin() * length];
-                    let mut frob = 0.0;
-                    for i in 0..n {
-                        for ul in u {
-                            frob += (c[(i, j)] * ul).powi(2);
-                        }
-                    }
-                    brute = brute.max(frob.sqrt());
+        let mut rand = uniform(7);
+        for n in 1..=8 {
+            let c = Mat::from_fn(n, n, |i, j| if j <= i { 4.0 * rand() } else { 0.0 });
+            let expected = max_column_norm(c.as_ref());
+            let mut scalar: f64 = 0.0;
+            let mut vector: f64 = 0.0;
+            for j in 0..n {
+                for k in 0..=40 {
+                    let t = -1.0 + k as f64 / 20.0;
+                    let delta = Mat::from_fn(n, 1, |i, _| if i == j { t } else { 0.0 });
+                    scalar = scalar.max((&c * &delta).norm_l2());
+                }
+                for trial in 0..50 {
+                    let mut u = [rand(), rand(), rand()];
+                    let norm = u.iter().map(|x| x * x).sum::<f64>().sqrt();
+                    let length = if trial % 2 == 0 { 1.0 } else { 0.5 + rand() };
+                    u.iter_mut().for_each(|x| *x *= length / norm);
+                    let delta = Mat::from_fn(n, 3, |i, l| if i == j { u[l] } else { 0.0 });
+                    vector = vector.max((&c * &delta).norm_l2());
                 }
             }
+            let tolerance = 8.0 * f64::EPSILON * n as f64 * expected.max(1.0);
+            assert!(
+                (scalar - expected).abs() <= tolerance,
+                "n = {n}: {scalar} vs {expected}"
+            );
+            assert!(
+                (vector - expected).abs() <= tolerance,
+                "n = {n}: {vector} vs {expected}"
+            );
         }
-        assert!((max_column_norm(c.as_ref()) - brute).abs() <= 1e-12 * brute);
+    }
+
+    /// `B̂⁻¹A` by forward substitution against the dense check `B̂ Ĉ = A`.
+    #[test]
+    fn encoder_solves_the_decoder() {
+        let mut rand = uniform(11);
+        for n in [1, 5, 17] {
+            let b = Mat::from_fn(n, n, |i, j| match i.cmp(&j) {
+                std::cmp::Ordering::Equal => 1.0 + rand().abs(),
+                std::cmp::Ordering::Greater => rand(),
+                std::cmp::Ordering::Less => 0.0,
+            });
+            let a = Mat::from_fn(n, n, |i, j| if j <= i { 1.0 } else { 0.0 });
+            let c = encoder_for_decoder(a.as_ref(), b.as_ref()).unwrap();
+            let tolerance = 64.0 * f64::EPSILON * n as f64 * c.norm_max().max(1.0);
+            assert!((&b * &c - &a).norm_max() <= tolerance);
+        }
+        let singular = Mat::<f64>::zeros(2, 2);
+        assert!(
+            encoder_for_decoder(Mat::<f64>::identity(2, 2).as_ref(), singular.as_ref()).is_err()
+        );
+    }
+
+    #[test]
+    fn nan_is_never_hidden() {
+        let mut c = Mat::<f64>::identity(3, 3);
+        c[(2, 1)] = f64::NAN;
+        assert!(max_column_norm(c.as_ref()).is_nan());
+        let mut b = Mat::<f64>::identity(3, 3);
+        b[(1, 0)] = f64::NAN;
+        assert!(encoder_for_decoder(Mat::<f64>::identity(3, 3).as_ref(), b.as_ref()).is_err());
     }
 
     #[test]

@@ -23,6 +23,15 @@ pub enum Workload {
 }
 
 impl Workload {
+    /// The horizon `n` that [`matrix`](Self::matrix) accepts: the requested `n` for
+    /// `PrefixSum` (defined for every horizon), the matrix size for `Custom` (fixed by the data).
+    pub fn steps(&self, n: usize) -> usize {
+        match self {
+            Workload::PrefixSum => n,
+            Workload::Custom { matrix, .. } => matrix.nrows(),
+        }
+    }
+
     /// `A` for a horizon of `n` steps (for `Custom`, `n` must be its size). Validated.
     pub fn matrix(&self, n: usize) -> Result<Mat<f64>> {
         if n == 0 {
@@ -190,5 +199,22 @@ mod tests {
         assert_eq!(s[(3, 0)], 1.0);
         assert_eq!(s[(0, 3)], 0.0);
         assert!(Workload::PrefixSum.matrix(0).is_err());
+        assert_eq!(Workload::PrefixSum.steps(7), 7);
+        let custom = Workload::Custom {
+            label: "diagonal".into(),
+            matrix: Mat::identity(3, 3),
+        };
+        assert_eq!(custom.steps(7), 3);
+        assert!(custom.matrix(3).is_ok());
+        assert!(custom.matrix(4).is_err());
+        let singular = Mat::from_fn(2, 2, |i, j| if (i, j) == (1, 0) { 1.0 } else { 0.0 });
+        assert!(matches!(
+            validate(&singular),
+            Err(Error::InvalidWorkload(_))
+        ));
+        let mut infinite = Mat::<f64>::identity(2, 2);
+        infinite[(1, 0)] = f64::NAN;
+        assert!(validate(&infinite).is_err());
+        assert!(validate(&Mat::<f64>::zeros(2, 3)).is_err());
     }
 }
