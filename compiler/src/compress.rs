@@ -8,6 +8,7 @@
 
 use faer::{Mat, MatRef};
 
+use crate::linalg::cholesky_solve;
 use crate::{Error, Result};
 
 /// Options of the low-rank fit.
@@ -87,37 +88,15 @@ impl BandedLowRank {
     }
 }
 
-/// Solves `(G + ridge·I) x = b` for a small symmetric positive-definite `G` (Cholesky).
+/// Solves `(G + ridge·I) x = b` for a small positive-semidefinite `G`. Early rows of `L` and late
+/// rows of `R` see fewer than `r` entries, so with no ridge `G` can be singular: then a ridge of
+/// `1e-12·tr G` is added, and a zero row is the last resort.
 fn solve_small(g: &[f64], b: &[f64], ridge: f64) -> Vec<f64> {
     let r = b.len();
-    let mut l = vec![0.0; r * r];
-    for i in 0..r {
-        for j in 0..=i {
-            let mut s = g[i * r + j] + if i == j { ridge } else { 0.0 };
-            for k in 0..j {
-                s -= l[i * r + k] * l[j * r + k];
-            }
-            l[i * r + j] = if i == j {
-                s.max(f64::MIN_POSITIVE).sqrt()
-            } else {
-                s / l[j * r + j]
-            };
-        }
-    }
-    let mut y = b.to_vec();
-    for i in 0..r {
-        for k in 0..i {
-            y[i] -= l[i * r + k] * y[k];
-        }
-        y[i] /= l[i * r + i];
-    }
-    for i in (0..r).rev() {
-        for k in i + 1..r {
-            y[i] -= l[k * r + i] * y[k];
-        }
-        y[i] /= l[i * r + i];
-    }
-    y
+    let trace: f64 = (0..r).map(|i| g[i * r + i]).sum();
+    cholesky_solve(g, b, ridge)
+        .or_else(|| cholesky_solve(g, b, ridge + 1e-12 * trace + f64::MIN_POSITIVE))
+        .unwrap_or_else(|| vec![0.0; r])
 }
 
 /// One half-sweep: refits every row of `target` (`n × r`) given `fixed`, where row `t` of the

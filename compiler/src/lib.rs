@@ -8,6 +8,7 @@ pub mod calibrate;
 pub mod compress;
 pub mod error;
 pub mod factorize;
+mod linalg;
 pub mod mechanism;
 pub mod optimize;
 pub mod report;

@@ -218,7 +218,7 @@ impl Anderson {
             rhs[p] = dot(&self.history[p].0, &f);
         }
         let trace: f64 = (0..m).map(|p| gram[p * m + p]).sum();
-        let Some(gamma) = cholesky_solve(&gram, &rhs, 1e-10 * trace) else {
+        let Some(gamma) = crate::linalg::cholesky_solve(&gram, &rhs, 1e-10 * trace) else {
             self.history.clear();
             return g;
         };
@@ -253,42 +253,6 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
 
 fn norm(a: &[f64]) -> f64 {
     dot(a, a).sqrt()
-}
-
-/// Solves `(G + ridge·I) y = b` for a small symmetric `G`; `None` if not positive definite.
-fn cholesky_solve(g: &[f64], b: &[f64], ridge: f64) -> Option<Vec<f64>> {
-    let m = b.len();
-    let mut l = vec![0.0; m * m];
-    for i in 0..m {
-        for j in 0..=i {
-            let mut s = g[i * m + j] + if i == j { ridge } else { 0.0 };
-            for k in 0..j {
-                s -= l[i * m + k] * l[j * m + k];
-            }
-            if i == j {
-                if s.is_nan() || s <= 0.0 {
-                    return None;
-                }
-                l[i * m + i] = s.sqrt();
-            } else {
-                l[i * m + j] = s / l[j * m + j];
-            }
-        }
-    }
-    let mut y = b.to_vec();
-    for i in 0..m {
-        for k in 0..i {
-            y[i] -= l[i * m + k] * y[k];
-        }
-        y[i] /= l[i * m + i];
-    }
-    for i in (0..m).rev() {
-        for k in i + 1..m {
-            y[i] -= l[k * m + i] * y[k];
-        }
-        y[i] /= l[i * m + i];
-    }
-    y.iter().all(|x| x.is_finite()).then_some(y)
 }
 
 /// Compute the primal bound once `φ(v)` is within this relative distance of `v` (sum norm).
