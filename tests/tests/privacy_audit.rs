@@ -169,12 +169,13 @@ fn sampler_audit_catches_mutants() {
 
 const STEPS: usize = 64;
 
-fn compiled_blob() -> Vec<u8> {
-    let a = Workload::PrefixSum.matrix(STEPS).unwrap();
+/// A compiled prefix-sum blob for `steps` steps, compressed to `(band, rank)`, calibrated at `sigma`.
+fn prefix_blob(steps: usize, band: usize, rank: usize, sigma: f64) -> Vec<u8> {
+    let a = Workload::PrefixSum.matrix(steps).unwrap();
     let compiled = compile_banded(
         a.as_ref(),
-        4,
-        4,
+        band,
+        rank,
         &OptimizeOptions::default(),
         &CompressOptions::default(),
         &mut |_| {},
@@ -183,11 +184,15 @@ fn compiled_blob() -> Vec<u8> {
     let options = BlobOptions {
         clip_norm: 1.0,
         calibration: Some(Calibration {
-            noise_multiplier: 1.0,
+            noise_multiplier: sigma,
             target: None,
         }),
     };
     blob::encode(&compiled, &Workload::PrefixSum, &options).unwrap()
+}
+
+fn compiled_blob() -> Vec<u8> {
+    prefix_blob(STEPS, 4, 4, 1.0)
 }
 
 fn banded<'a>(m: &Mechanism<'a>) -> mfc_formats::BandedLowRank<'a> {
@@ -466,24 +471,7 @@ fn audit_runs() -> usize {
 }
 
 fn audit_blob() -> Vec<u8> {
-    let a = Workload::PrefixSum.matrix(AUDIT_STEPS).unwrap();
-    let compiled = compile_banded(
-        a.as_ref(),
-        2,
-        2,
-        &OptimizeOptions::default(),
-        &CompressOptions::default(),
-        &mut |_| {},
-    )
-    .unwrap();
-    let options = BlobOptions {
-        clip_norm: 1.0,
-        calibration: Some(Calibration {
-            noise_multiplier: AUDIT_SIGMA,
-            target: None,
-        }),
-    };
-    blob::encode(&compiled, &Workload::PrefixSum, &options).unwrap()
+    prefix_blob(AUDIT_STEPS, 2, 2, AUDIT_SIGMA)
 }
 
 #[test]
