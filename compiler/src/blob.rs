@@ -6,7 +6,7 @@
 
 use mfc_formats::{
     BandedLowRank as StoredBandedLowRank, Calibration, Decoder, ErrorSummary, Header, Mechanism,
-    Participation, Sensitivity, SensitivityMethod, Workload as StoredWorkload, encode_f32s,
+    Sensitivity, Workload as StoredWorkload, encode_f32s,
 };
 
 use crate::mechanism::CompiledMechanism;
@@ -51,7 +51,8 @@ fn exact_f32(values: &[f64]) -> Result<Vec<u8>> {
         .map(encode_f32s)
 }
 
-/// Encodes `compiled` (for `workload`, single participation) as blob bytes.
+/// Encodes `compiled` (for `workload`, under its participation schema) as blob bytes. Workloads
+/// other than the prefix sum are stored as `Custom` with their label.
 pub fn encode(
     compiled: &CompiledMechanism,
     workload: &Workload,
@@ -63,11 +64,10 @@ pub fn encode(
     let diagonals = exact_f32(&c.diagonals)?;
     let left = exact_f32(&c.left)?;
     let right = exact_f32(&c.right)?;
-    let label;
+    let label = workload.label();
     let stored_workload = match workload {
         Workload::PrefixSum => StoredWorkload::PrefixSum,
-        Workload::Custom { label: l, .. } => {
-            label = l.clone();
+        Workload::Momentum { .. } | Workload::Custom { .. } => {
             StoredWorkload::Custom { label: &label }
         }
     };
@@ -80,10 +80,10 @@ pub fn encode(
         header: Header {
             workload: stored_workload,
             steps,
-            participation: Participation::Single,
+            participation: compiled.participation.to_format()?,
             sensitivity: Sensitivity {
                 value: compiled.sensitivity,
-                method: SensitivityMethod::MaxColumnNorm,
+                method: compiled.sensitivity_method,
             },
             clip_norm: options.clip_norm,
             calibration: options.calibration,

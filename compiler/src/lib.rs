@@ -10,9 +10,12 @@ pub mod error;
 pub mod factorize;
 mod linalg;
 pub mod mechanism;
+pub mod multi_epoch;
 pub mod optimize;
+pub mod participation;
 pub mod report;
 pub mod sensitivity;
+pub mod stamp;
 pub mod workload;
 
 pub use error::{Error, Result};

@@ -1,51 +1,126 @@
 //! The compile pipeline, pure math: optimum → streaming factorization → compression →
 //! normalization → rounding to the stored precision → the sensitivity of what ships.
 //!
-//! The privacy-critical number is [`CompiledMechanism::sensitivity`]: the largest column norm of
-//! the encoder `Ĉ = B̂⁻¹A` implied by the decoder **after** it was rounded to `f32`, i.e. of
-//! exactly the coefficients the blob stores and the runtime multiplies by (Denisov et al. 2022,
-//! App. H: "an optimal `C_B̂` can be found … as `B̂⁻¹S`").
+//! The privacy-critical number is [`CompiledMechanism::sensitivity`]: the sensitivity, under the
+//! declared participation schema, of the encoder `Ĉ = B̂⁻¹A` implied by the decoder **after** it
+//! was rounded to `f32`, i.e. of exactly the coefficients the blob stores and the runtime
+//! multiplies by (Denisov et al. 2022, App. H: "an optimal `C_B̂` can be found … as `B̂⁻¹S`";
+//! for `(k, b)` participation, [`participation::sensitivity`](crate::participation::sensitivity)).
 
 use faer::{Mat, MatRef};
+use mfc_formats::SensitivityMethod;
 
 use crate::compress::{BandedLowRank, CompressOptions, compress};
-use crate::factorize::streaming_factorization;
+use crate::multi_epoch::{MultiEpochOptions, optimize_multi_epoch};
 use crate::optimize::{OptimizeOptions, Optimum, Progress, optimize_single_participation};
-use crate::sensitivity::{encoder_for_decoder, loss, max_column_norm, per_step_variance};
+use crate::participation::{Participation, sensitivity};
+use crate::sensitivity::{encoder_for_decoder, loss, per_step_variance};
+use crate::stamp::{evaluate_gram, stamp};
 use crate::{Error, Result};
 
 /// A compiled banded-plus-low-rank mechanism, ready to be written as a blob.
 #[derive(Debug, Clone)]
 pub struct CompiledMechanism {
-    /// The certified optimum the decoder approximates.
+    /// The certified optimum the decoder approximates (of one stamp's block when stamped).
     pub optimum: Optimum,
+    /// The participation schema the sensitivity is computed for.
+    pub participation: Participation,
+    /// How many times the block encoder is repeated (1: not stamped).
+    pub stamps: usize,
     /// What ships: normalized so the encoder has sensitivity ≈ 1, every coefficient an `f32`.
     pub compressed: BandedLowRank,
-    /// `max_j ‖(B̂⁻¹A)[:, j]‖` computed from the stored (rounded) coefficients.
+    /// `sens(B̂⁻¹A)` under `participation`, computed from the stored (rounded) coefficients.
     pub sensitivity: f64,
+    /// How `sensitivity` was computed (exact or an upper bound).
+    pub sensitivity_method: SensitivityMethod,
     /// `sqrt(L)` of what ships: `sens·‖B̂‖_F`.
     pub sqrt_loss: f64,
-    /// `sqrt(L)` of the optimum.
+    /// `sqrt(L)` of the uncompressed (dense) mechanism under `participation`.
     pub optimal_sqrt_loss: f64,
-    /// `sens²·‖B̂[i,:]‖²` for every step.
+    /// `sens²·‖B̂[i,:]‖²` for every step: the variance profile (001 Fig. 4).
     pub per_step_variance: Vec<f64>,
 }
 
-/// The sensitivity and loss of a decoder as stored.
-fn shipped(a: MatRef<'_, f64>, decoder: &BandedLowRank) -> Result<(f64, f64, Vec<f64>)> {
+/// Everything [`compile`] needs besides the workload and the compressed form.
+#[derive(Debug, Clone)]
+pub struct CompileOptions {
+    /// The participation schema the mechanism is optimized and certified for.
+    pub participation: Participation,
+    /// Repeat an encoder optimized for `n / stamps` steps `stamps` times (001 D.4); must divide
+    /// `n`.
+    pub stamps: usize,
+    /// The single-participation optimizer.
+    pub optimize: OptimizeOptions,
+    /// The multi-epoch optimizer (used when a block holds more than one participation).
+    pub multi_epoch: MultiEpochOptions,
+    /// The compression of the decoder.
+    pub compression: CompressOptions,
+}
+
+impl Default for CompileOptions {
+    fn default() -> Self {
+        Self {
+            participation: Participation::Single,
+            stamps: 1,
+            optimize: OptimizeOptions::default(),
+            multi_epoch: MultiEpochOptions::default(),
+            compression: CompressOptions::default(),
+        }
+    }
+}
+
+/// The sensitivity under `participation` and the loss of a decoder as stored.
+fn shipped(
+    a: MatRef<'_, f64>,
+    decoder: &BandedLowRank,
+    participation: &Participation,
+) -> Result<(f64, SensitivityMethod, f64, Vec<f64>)> {
     let dense = decoder.to_dense();
     let encoder = encoder_for_decoder(a, dense.as_ref())?;
-    let sensitivity = max_column_norm(encoder.as_ref());
-    if !(sensitivity.is_finite() && sensitivity > 0.0) {
+    let s = sensitivity(encoder.as_ref(), participation)?;
+    if !(s.value.is_finite() && s.value > 0.0) {
         return Err(Error::Numerical(format!(
-            "the shipped encoder has sensitivity {sensitivity}"
+            "the shipped encoder has sensitivity {}",
+            s.value
         )));
     }
     Ok((
-        sensitivity,
-        loss(dense.as_ref(), sensitivity),
-        per_step_variance(dense.as_ref(), sensitivity),
+        s.value,
+        s.method,
+        loss(dense.as_ref(), s.value),
+        per_step_variance(dense.as_ref(), s.value),
     ))
+}
+
+/// The optimal Gram matrix `X = CᵀC` for `participation`, optimized on a block of `n / stamps`
+/// steps (the leading block of `A`) and stamped to `n`: single participation by φ (003 §3),
+/// several participations per block by the multi-epoch optimizer (001 §3).
+pub fn optimal_gram(
+    a: MatRef<'_, f64>,
+    options: &CompileOptions,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<(Optimum, Mat<f64>)> {
+    let n = a.nrows();
+    let stamps = options.stamps;
+    if stamps == 0 || n % stamps != 0 {
+        return Err(Error::InvalidOption(format!(
+            "the number of stamps must divide n = {n}, got {stamps}"
+        )));
+    }
+    let block = n / stamps;
+    let head = a.submatrix(0, 0, block, block).to_owned();
+    let optimum = match options.participation {
+        Participation::FixedEpochOrder { separation, .. } if separation < block => {
+            optimize_multi_epoch(head.as_ref(), separation, &options.multi_epoch, progress)?
+        }
+        _ => optimize_single_participation(head.as_ref(), &options.optimize, progress)?,
+    };
+    let x = if stamps == 1 {
+        optimum.x.clone()
+    } else {
+        stamp(optimum.x.as_ref(), stamps)
+    };
+    Ok((optimum, x))
 }
 
 /// Compiles the optimal single-participation mechanism for `a`, compressed to `(band, rank)`.
@@ -57,26 +132,56 @@ pub fn compile_banded(
     compression: &CompressOptions,
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<CompiledMechanism> {
+    let options = CompileOptions {
+        optimize: optimize.clone(),
+        compression: compression.clone(),
+        ..CompileOptions::default()
+    };
+    compile(a, band, rank, &options, progress)
+}
+
+/// Compiles a mechanism for `a` under `options.participation` (optionally stamped), compressed
+/// to `(band, rank)`, normalized and rounded, with the sensitivity of what ships.
+///
+/// Under multiple participation the loss refinement of [`refine_for_shipped_loss`] (whose
+/// surrogate is the single-participation column norm) is skipped: the ALS fit ships.
+pub fn compile(
+    a: MatRef<'_, f64>,
+    band: usize,
+    rank: usize,
+    options: &CompileOptions,
+    progress: &mut dyn FnMut(&Progress),
+) -> Result<CompiledMechanism> {
     let n = a.nrows();
     if band == 0 || band > n {
         return Err(Error::InvalidOption(format!(
             "the band h must be in 1..={n}, got {band}"
         )));
     }
-    let optimum = optimize_single_participation(a, optimize, progress)?;
-    let factorization = streaming_factorization(a, optimum.x.as_ref())?;
-    let fitted = compress(factorization.decoder.as_ref(), band, rank, compression)?;
-    let compressed = refine_for_shipped_loss(a, &fitted, compression.refine_iterations)?;
+    let participation = options.participation;
+    let (optimum, x) = optimal_gram(a, options, progress)?;
+    let dense = evaluate_gram(a, x.as_ref(), &participation)?;
+    let fitted = compress(dense.decoder.as_ref(), band, rank, &options.compression)?;
+    let compressed = match participation {
+        Participation::Single => {
+            refine_for_shipped_loss(a, &fitted, options.compression.refine_iterations)?
+        }
+        Participation::FixedEpochOrder { .. } => fitted,
+    };
     // Normalize so that B̂⁻¹A has sensitivity 1, then round to what the blob stores, then
     // measure the sensitivity again from the rounded coefficients: that is the value recorded.
-    let (approximate, _, _) = shipped(a, &compressed)?;
+    let (approximate, ..) = shipped(a, &compressed, &participation)?;
     let stored = compressed.scaled(approximate).rounded_to_f32();
-    let (sensitivity, shipped_loss, per_step_variance) = shipped(a, &stored)?;
+    let (sensitivity, sensitivity_method, shipped_loss, per_step_variance) =
+        shipped(a, &stored, &participation)?;
     Ok(CompiledMechanism {
-        optimal_sqrt_loss: optimum.loss.sqrt(),
+        optimal_sqrt_loss: dense.loss.sqrt(),
         optimum,
+        participation,
+        stamps: options.stamps,
         compressed: stored,
         sensitivity,
+        sensitivity_method,
         sqrt_loss: shipped_loss.sqrt(),
         per_step_variance,
     })

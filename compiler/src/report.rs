@@ -7,7 +7,10 @@ use std::fmt;
 
 use serde::Serialize;
 
+use mfc_formats::SensitivityMethod;
+
 use crate::mechanism::CompiledMechanism;
+use crate::participation::Participation;
 
 /// The privacy calibration recorded in a blob, as reported.
 #[derive(Debug, Clone, Serialize)]
@@ -39,13 +42,19 @@ pub struct CompileReport {
     pub rank: usize,
     /// `sqrt(L)` of the mechanism that ships (f32 coefficients, sensitivity of `B̂⁻¹A`).
     pub sqrt_loss: f64,
-    /// `sqrt(L)` of the certified optimum (primal value).
+    /// The participation schema, e.g. `single` or `(k, b) = (6, 342)`.
+    pub participation: String,
+    /// How many times the block encoder is repeated (1: not stamped).
+    pub stamps: usize,
+    /// `sqrt(L)` of the uncompressed mechanism under the participation schema.
     pub optimal_sqrt_loss: f64,
-    /// `sqrt` of the dual lower bound: no factorization can do better.
-    pub lower_bound_sqrt_loss: f64,
-    /// Relative duality gap of the optimum, `(primal − dual)/primal`.
+    /// `sqrt` of the dual lower bound of the optimized problem (absent when stamped, where the
+    /// bound is only of one block's problem): no factorization in the optimized class does
+    /// better. For `(k, b)` the class has orthogonal pattern columns (see `multi_epoch`).
+    pub lower_bound_sqrt_loss: Option<f64>,
+    /// Relative duality gap of the (block) optimum, `(primal − dual)/primal`.
     pub duality_gap: f64,
-    /// Fixed-point iterations run.
+    /// Optimizer iterations run.
     pub iterations: usize,
     /// The sensitivity recorded in the blob, computed from the stored coefficients.
     pub sensitivity: f64,
@@ -65,6 +74,25 @@ pub struct CompileReport {
     pub out: Option<String>,
     /// Wall-clock seconds spent compiling.
     pub seconds: f64,
+}
+
+/// What a sensitivity method means, for the report.
+fn method_description(method: SensitivityMethod) -> &'static str {
+    match method {
+        SensitivityMethod::MaxColumnNorm => {
+            "exact: max column norm of B̂⁻¹A (single participation), from the stored f32 coefficients"
+        }
+        SensitivityMethod::NonnegativeGram => {
+            "exact: max over patterns of sqrt(1ᵀX[π,π]1), X = ĈᵀĈ ≥ 0 on every pattern (001 Eq. 3), from the stored f32 coefficients"
+        }
+        SensitivityMethod::AbsoluteGramBound => {
+            "upper bound: max over patterns of sqrt(Σ|X[π,π]|), exact where X[π,π] ≥ 0, from the stored f32 coefficients"
+        }
+        SensitivityMethod::SpectralBound => {
+            "upper bound: sqrt(k)·max over patterns of ‖Ĉ[:,π]‖₂ (001 Thm 2.1), from the stored f32 coefficients"
+        }
+        _ => "unknown method",
+    }
 }
 
 impl CompileReport {
@@ -98,12 +126,20 @@ impl CompileReport {
             band: c.band,
             rank: c.rank,
             sqrt_loss: compiled.sqrt_loss,
+            participation: match compiled.participation {
+                Participation::Single => "single".into(),
+                Participation::FixedEpochOrder { epochs, separation } => {
+                    format!("(k, b) = ({epochs}, {separation})")
+                }
+            },
+            stamps: compiled.stamps,
             optimal_sqrt_loss: compiled.optimal_sqrt_loss,
-            lower_bound_sqrt_loss: compiled.optimum.dual_bound.max(0.0).sqrt(),
+            lower_bound_sqrt_loss: (compiled.stamps == 1)
+                .then(|| compiled.optimum.dual_bound.max(0.0).sqrt()),
             duality_gap: compiled.optimum.relative_gap,
             iterations: compiled.optimum.iterations,
             sensitivity: compiled.sensitivity,
-            sensitivity_method: "max column norm of B̂⁻¹A (single participation), from the stored f32 coefficients",
+            sensitivity_method: method_description(compiled.sensitivity_method),
             clip_norm,
             step_stddev,
             privacy,
@@ -124,9 +160,26 @@ impl fmt::Display for CompileReport {
         )?;
         writeln!(
             f,
-            "optimum             sqrt(L) = {:.4}  (dual bound {:.4}, relative gap {:.2e}, {} iterations)",
-            self.optimal_sqrt_loss, self.lower_bound_sqrt_loss, self.duality_gap, self.iterations
+            "participation       {}{}",
+            self.participation,
+            if self.stamps > 1 {
+                format!(", encoder stamped ×{}", self.stamps)
+            } else {
+                String::new()
+            }
         )?;
+        match self.lower_bound_sqrt_loss {
+            Some(bound) => writeln!(
+                f,
+                "optimum             sqrt(L) = {:.4}  (dual bound {bound:.4}, relative gap {:.2e}, {} iterations)",
+                self.optimal_sqrt_loss, self.duality_gap, self.iterations
+            )?,
+            None => writeln!(
+                f,
+                "dense mechanism     sqrt(L) = {:.4}  (each stamp's block certified to relative gap {:.2e}, {} iterations)",
+                self.optimal_sqrt_loss, self.duality_gap, self.iterations
+            )?,
+        }
         writeln!(
             f,
             "shipped (h, r)      ({}, {})  sqrt(L) = {:.4}  (+{:.2}% over the optimum)",

@@ -212,3 +212,50 @@ fn calibrate_answers_both_directions() {
     let o = mfc(&["calibrate", "--delta", "1e-5"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+#[test]
+fn compile_momentum_with_cooldown_for_multiple_epochs() {
+    let out = temp("momentum.mfc");
+    let o = mfc(&[
+        "compile",
+        "--workload",
+        "momentum:0.95",
+        "--cooldown",
+        "16:0.05",
+        "--steps",
+        "64",
+        "--epochs",
+        "4",
+        "--min-sep",
+        "16",
+        "--band",
+        "4",
+        "--rank",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(report["participation"], "(k, b) = (4, 16)");
+    assert_eq!(report["step_stddev"].as_array().unwrap().len(), 64);
+    assert!(report["duality_gap"].as_f64().unwrap() <= 1e-4);
+    let o = mfc(&["inspect", out.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let inspected: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(inspected["participation"], "(k, b) = (4, 16)");
+    assert_eq!(inspected["sensitivity"], report["sensitivity"]);
+
+    // A cooldown without momentum, an unparsable β and a lone --epochs are refused with code 2.
+    for bad in [
+        &["--workload", "prefix", "--cooldown", "4:0.1"][..],
+        &["--workload", "momentum:fast"][..],
+        &["--workload", "prefix", "--epochs", "2"][..],
+    ] {
+        let mut args = vec!["compile", "--steps", "32", "--out", out.to_str().unwrap()];
+        args.extend_from_slice(bad);
+        let o = mfc(&args);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", stderr(&o));
+    }
+}

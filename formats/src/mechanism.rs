@@ -103,6 +103,10 @@ pub enum SensitivityMethod {
     /// An upper bound: `λ·sqrt(k)` with `λ` the largest spectral norm of `Ĉ[:, π]`
     /// (Choquette-Choo et al. 2023, Thm 2.1).
     SpectralBound,
+    /// An upper bound, exact when every `X[π,π] ≥ 0`: the maximum over participation patterns of
+    /// `sqrt(Σ_{i,j∈π} |X_ij|)` with `X = ĈᵀĈ` (Eq. 3 of Choquette-Choo et al. 2023 with the
+    /// triangle inequality; valid for contributions of any dimension).
+    AbsoluteGramBound,
 }
 
 /// The calibrated noise multiplier and the privacy target it was derived from.

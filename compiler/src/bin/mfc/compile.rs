@@ -7,20 +7,35 @@ use indicatif::{ProgressBar, ProgressStyle};
 use mfc_compiler::Error;
 use mfc_compiler::blob::{self, BlobOptions};
 use mfc_compiler::calibrate::{epsilon_for_noise_multiplier, noise_multiplier_for};
-use mfc_compiler::compress::CompressOptions;
-use mfc_compiler::mechanism::compile_banded;
+use mfc_compiler::mechanism::{CompileOptions, compile};
+use mfc_compiler::multi_epoch::MultiEpochOptions;
 use mfc_compiler::optimize::{OptimizeOptions, Progress};
+use mfc_compiler::participation::Participation;
 use mfc_compiler::report::CompileReport;
-use mfc_compiler::workload::{self, Workload};
+use mfc_compiler::workload::{self, Schedule, Workload};
 use mfc_formats::{Calibration, PrivacyTarget};
 
 /// Compile a banded-plus-low-rank mechanism for a lower-triangular workload.
 #[derive(clap::Args)]
 pub struct Args {
-    /// The workload A: `prefix` (prefix sums) or `npy:PATH` (a square lower-triangular float64 or
+    /// The workload A: `prefix` (prefix sums), `momentum:BETA` (heavy-ball momentum SGD iterates,
+    /// learning rates from --cooldown), or `npy:PATH` (a square lower-triangular float64 or
     /// float32 .npy matrix, as written by numpy.save).
     #[arg(long, default_value = "prefix")]
     workload: String,
+    /// Learning-rate cooldown of the momentum workload: `STEPS:FINAL` falls linearly from 1 to
+    /// FINAL over the last STEPS steps (constant rate when absent).
+    #[arg(long)]
+    cooldown: Option<String>,
+    /// k: each record participates in at most this many steps (single participation when absent).
+    #[arg(long, requires = "min_sep")]
+    epochs: Option<usize>,
+    /// b: adjacent participations of a record are exactly this many steps apart.
+    #[arg(long, requires = "epochs")]
+    min_sep: Option<usize>,
+    /// Repeat an encoder optimized for n/S steps S times (S must divide n).
+    #[arg(long, default_value_t = 1)]
+    stamps: usize,
     /// Number of steps n (the horizon); for an .npy workload it must match the matrix.
     #[arg(long)]
     steps: Option<usize>,
@@ -30,7 +45,8 @@ pub struct Args {
     /// r: rank of the decoder's part below the band.
     #[arg(long, default_value_t = 4)]
     rank: usize,
-    /// Stop optimizing when the relative duality gap is at most this.
+    /// Stop optimizing when the relative duality gap is at most this (at least 1e-4 for the
+    /// multi-epoch optimizer, whose first-order method converges linearly).
     #[arg(long, default_value_t = 1e-6)]
     gap: f64,
     /// ζ: the L2 norm the runtime clips every input row to.
@@ -53,10 +69,40 @@ pub struct Args {
     json: bool,
 }
 
-fn parse_workload(spec: &str, steps: Option<usize>) -> Result<(Workload, usize), Error> {
+fn parse_number<T: std::str::FromStr>(text: &str, what: &str) -> Result<T, Error> {
+    text.parse()
+        .map_err(|_| Error::InvalidOption(format!("{what}: cannot parse `{text}`")))
+}
+
+fn parse_workload(
+    spec: &str,
+    steps: Option<usize>,
+    cooldown: Option<&str>,
+) -> Result<(Workload, usize), Error> {
+    let required = || steps.ok_or_else(|| Error::InvalidOption("--steps is required".into()));
+    if cooldown.is_some() && !spec.starts_with("momentum:") {
+        return Err(Error::InvalidOption(
+            "--cooldown applies to the momentum workload only".into(),
+        ));
+    }
     if spec == "prefix" {
-        let n = steps.ok_or_else(|| Error::InvalidOption("--steps is required".into()))?;
-        return Ok((Workload::PrefixSum, n));
+        return Ok((Workload::PrefixSum, required()?));
+    }
+    if let Some(beta) = spec.strip_prefix("momentum:") {
+        let momentum = parse_number(beta, "--workload momentum:BETA")?;
+        let schedule = match cooldown {
+            None => Schedule::Constant,
+            Some(c) => {
+                let (m, rate) = c.split_once(':').ok_or_else(|| {
+                    Error::InvalidOption(format!("--cooldown expects STEPS:FINAL, got `{c}`"))
+                })?;
+                Schedule::Cooldown {
+                    steps: parse_number(m, "--cooldown STEPS")?,
+                    final_rate: parse_number(rate, "--cooldown FINAL")?,
+                }
+            }
+        };
+        return Ok((Workload::Momentum { momentum, schedule }, required()?));
     }
     if let Some(path) = spec.strip_prefix("npy:") {
         let matrix = workload::read_npy(path)?;
@@ -75,7 +121,7 @@ fn parse_workload(spec: &str, steps: Option<usize>) -> Result<(Workload, usize),
         ));
     }
     Err(Error::InvalidOption(format!(
-        "unknown workload `{spec}` (expected `prefix` or `npy:PATH`)"
+        "unknown workload `{spec}` (expected `prefix`, `momentum:BETA` or `npy:PATH`)"
     )))
 }
 
@@ -116,8 +162,12 @@ fn calibration(args: &Args) -> Result<Option<Calibration>, Error> {
 pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let started = Instant::now();
     let calibration = calibration(&args)?;
-    let (workload, steps) = parse_workload(&args.workload, args.steps)?;
+    let (workload, steps) = parse_workload(&args.workload, args.steps, args.cooldown.as_deref())?;
     let a = workload.matrix(steps)?;
+    let participation = match (args.epochs, args.min_sep) {
+        (Some(k), Some(b)) => Participation::fixed_epoch_order(k, b)?,
+        _ => Participation::Single,
+    };
 
     let bar = ProgressBar::new_spinner();
     bar.set_style(ProgressStyle::with_template("{spinner} {elapsed} {msg}")?);
@@ -128,18 +178,20 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         ));
         bar.tick();
     };
-    let options = OptimizeOptions {
-        relative_gap: args.gap,
-        ..OptimizeOptions::default()
+    let options = CompileOptions {
+        participation,
+        stamps: args.stamps,
+        optimize: OptimizeOptions {
+            relative_gap: args.gap,
+            ..OptimizeOptions::default()
+        },
+        multi_epoch: MultiEpochOptions {
+            relative_gap: args.gap.max(1e-4),
+            ..MultiEpochOptions::default()
+        },
+        ..CompileOptions::default()
     };
-    let compiled = compile_banded(
-        a.as_ref(),
-        args.band,
-        args.rank,
-        &options,
-        &CompressOptions::default(),
-        &mut on_progress,
-    )?;
+    let compiled = compile(a.as_ref(), args.band, args.rank, &options, &mut on_progress)?;
     bar.finish_and_clear();
 
     let blob = blob::encode(
