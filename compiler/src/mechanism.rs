@@ -107,6 +107,13 @@ pub fn optimal_gram(
             "the number of stamps must divide n = {n}, got {stamps}"
         )));
     }
+    if let Participation::FixedEpochOrder { separation, .. } = options.participation {
+        if separation > n {
+            return Err(Error::InvalidOption(format!(
+                "the separation b = {separation} exceeds the n = {n} steps"
+            )));
+        }
+    }
     let block = n / stamps;
     let head = a.submatrix(0, 0, block, block).to_owned();
     let optimum = match options.participation {

@@ -12,6 +12,7 @@ use mfc_compiler::multi_epoch::MultiEpochOptions;
 use mfc_compiler::optimize::{OptimizeOptions, Progress};
 use mfc_compiler::participation::Participation;
 use mfc_compiler::report::CompileReport;
+use mfc_compiler::stamp::choose_stamps;
 use mfc_compiler::workload::{self, Schedule, Workload};
 use mfc_formats::{Calibration, PrivacyTarget};
 
@@ -33,9 +34,10 @@ pub struct Args {
     /// b: adjacent participations of a record are exactly this many steps apart.
     #[arg(long, requires = "epochs")]
     min_sep: Option<usize>,
-    /// Repeat an encoder optimized for n/S steps S times (S must divide n).
-    #[arg(long, default_value_t = 1)]
-    stamps: usize,
+    /// Repeat an encoder optimized for n/S steps S times (S must divide n), or `auto`: choose S
+    /// among 1, 2, 4, 5, 8, 10, 16, 20 by the loss under the participation schema.
+    #[arg(long, default_value = "1")]
+    stamps: String,
     /// Number of steps n (the horizon); for an .npy workload it must match the matrix.
     #[arg(long)]
     steps: Option<usize>,
@@ -178,9 +180,8 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         ));
         bar.tick();
     };
-    let options = CompileOptions {
+    let mut options = CompileOptions {
         participation,
-        stamps: args.stamps,
         optimize: OptimizeOptions {
             relative_gap: args.gap,
             ..OptimizeOptions::default()
@@ -190,6 +191,13 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             ..MultiEpochOptions::default()
         },
         ..CompileOptions::default()
+    };
+    options.stamps = if args.stamps == "auto" {
+        bar.set_message("choosing the number of stamps by loss");
+        let tried = choose_stamps(a.as_ref(), &options)?;
+        tried.first().map_or(1, |&(s, _)| s)
+    } else {
+        parse_number(&args.stamps, "--stamps")?
     };
     let compiled = compile(a.as_ref(), args.band, args.rank, &options, &mut on_progress)?;
     bar.finish_and_clear();
