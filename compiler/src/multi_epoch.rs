@@ -356,7 +356,7 @@ pub fn optimize_multi_epoch(
         }
         let mut direction: Vec<f64> = q.iter().map(|q| -q).collect();
         let mut slope = dot(&direction, &current.gradient);
-        if !(slope < 0.0) {
+        if slope.is_nan() || slope >= 0.0 {
             memory.clear();
             direction = current.gradient.iter().map(|g| -step_scale * g).collect();
             slope = dot(&direction, &current.gradient);
