@@ -5,9 +5,11 @@
 
 pub mod blob;
 pub mod calibrate;
+pub mod compare;
 pub mod compress;
 pub mod error;
 pub mod factorize;
+mod lbfgs;
 mod linalg;
 pub mod mechanism;
 pub mod multi_epoch;
@@ -16,6 +18,8 @@ pub mod participation;
 pub mod report;
 pub mod sensitivity;
 pub mod stamp;
+pub mod toeplitz;
+pub mod tree;
 pub mod workload;
 
 pub use error::{Error, Result};

@@ -41,10 +41,9 @@
 //! (`U` is `b` blocks of `k × k` after permutation: cheap to factor). The lower bound holds for
 //! every candidate, so the reported gap is a certificate whatever the candidate's quality.
 
-use std::collections::VecDeque;
-
 use faer::{Mat, MatRef, Side};
 
+use crate::lbfgs::{Point, minimize};
 use crate::optimize::{Optimum, Progress};
 use crate::{Error, Result};
 
@@ -183,6 +182,15 @@ fn evaluate(a: MatRef<'_, f64>, pattern: &Pattern, theta: &[f64]) -> Option<Eval
     })
 }
 
+impl Point for Evaluation {
+    fn value(&self) -> f64 {
+        self.value
+    }
+    fn gradient(&self) -> &[f64] {
+        &self.gradient
+    }
+}
+
 /// The normalized, feasible `X̃ = D X D` (every class sums to 1).
 fn normalized(pattern: &Pattern, theta: &[f64], scales: &[f64]) -> Mat<f64> {
     let x = pattern.matrix(theta);
@@ -280,10 +288,6 @@ fn start(a: MatRef<'_, f64>, separation: usize, options: &MultiEpochOptions) -> 
 /// The duality gap the sub-problems of [`start`] are solved to.
 const START_GAP: f64 = 1e-2;
 
-fn dot(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
-}
-
 /// Minimizes `tr(AᵀA X⁻¹)` under `(k, b)` participation with orthogonal pattern columns (module
 /// docs) by L-BFGS, until the certified relative gap is at most `options.relative_gap`.
 /// `progress` is called once per iteration. The returned `x` has every class sum equal to 1, so
@@ -309,105 +313,39 @@ pub fn optimize_multi_epoch(
         ));
     }
     let pattern = Pattern::new(n, separation);
-    let mut theta = pattern.parameters(start(a, separation, options)?.as_ref());
-    let mut current = evaluate(a, &pattern, &theta)
+    let theta = pattern.parameters(start(a, separation, options)?.as_ref());
+    let first = evaluate(a, &pattern, &theta)
         .ok_or_else(|| Error::Numerical("the starting point is not positive definite".into()))?;
-    let mut memory: VecDeque<(Vec<f64>, Vec<f64>, f64)> = VecDeque::new();
     let mut best_dual = f64::NEG_INFINITY;
-    let mut gap = f64::INFINITY;
-    let mut iterations = 0;
-    let mut step_scale =
-        1e-3 * dot(&theta, &theta).sqrt() / dot(&current.gradient, &current.gradient).sqrt();
-    for iteration in 1..=options.max_iterations {
-        iterations = iteration;
-        let check = iteration == 1 || iteration % options.certificate_every.max(1) == 0;
-        if check {
-            if let Some(bound) = certificate(a, &pattern, &current)? {
-                best_dual = best_dual.max(bound);
-            }
-            gap = (current.value - best_dual) / current.value;
-        }
-        progress(&Progress {
-            iteration,
-            primal: current.value,
-            dual: best_dual,
-            relative_gap: gap,
-        });
-        if gap <= options.relative_gap {
-            break;
-        }
-        // Two-loop recursion: direction = −H g.
-        let mut q = current.gradient.clone();
-        let mut alphas = Vec::with_capacity(memory.len());
-        for (s, y, rho) in memory.iter().rev() {
-            let alpha = rho * dot(s, &q);
-            q.iter_mut().zip(y).for_each(|(q, y)| *q -= alpha * y);
-            alphas.push(alpha);
-        }
-        let gamma = memory
-            .back()
-            .map_or(step_scale, |(s, y, _)| dot(s, y) / dot(y, y));
-        q.iter_mut().for_each(|q| *q *= gamma);
-        for ((s, y, rho), alpha) in memory.iter().zip(alphas.iter().rev()) {
-            let beta = rho * dot(y, &q);
-            q.iter_mut()
-                .zip(s)
-                .for_each(|(q, s)| *q += (alpha - beta) * s);
-        }
-        let mut direction: Vec<f64> = q.iter().map(|q| -q).collect();
-        let mut slope = dot(&direction, &current.gradient);
-        if slope.is_nan() || slope >= 0.0 {
-            memory.clear();
-            direction = current.gradient.iter().map(|g| -step_scale * g).collect();
-            slope = dot(&direction, &current.gradient);
-        }
-        // Backtracking (Armijo) line search from the unit step.
-        let mut t = 1.0;
-        let mut accepted = None;
-        for _ in 0..40 {
-            let candidate: Vec<f64> = theta
-                .iter()
-                .zip(&direction)
-                .map(|(x, d)| x + t * d)
-                .collect();
-            if let Some(e) = evaluate(a, &pattern, &candidate) {
-                if e.value <= current.value + 1e-4 * t * slope {
-                    accepted = Some((candidate, e));
-                    break;
+    let every = options.certificate_every.max(1);
+    let (theta, current, iterations) = minimize(
+        theta,
+        first,
+        options.history,
+        options.max_iterations,
+        &mut |theta| evaluate(a, &pattern, theta),
+        &mut |iteration, _, current| {
+            let mut gap = f64::INFINITY;
+            if iteration == 1 || iteration % every == 0 {
+                if let Some(bound) = certificate(a, &pattern, current)? {
+                    best_dual = best_dual.max(bound);
                 }
+                gap = (current.value - best_dual) / current.value;
             }
-            t *= 0.5;
-        }
-        let Some((next, e)) = accepted else {
-            if memory.is_empty() {
-                break; // no descent even along the gradient: numerically converged
-            }
-            memory.clear();
-            step_scale *= 0.1;
-            continue;
-        };
-        let s: Vec<f64> = next.iter().zip(&theta).map(|(a, b)| a - b).collect();
-        let y: Vec<f64> = e
-            .gradient
-            .iter()
-            .zip(&current.gradient)
-            .map(|(a, b)| a - b)
-            .collect();
-        let sy = dot(&s, &y);
-        if sy > 1e-12 * dot(&y, &y).sqrt() * dot(&s, &s).sqrt() {
-            memory.push_back((s, y, 1.0 / sy));
-            if memory.len() > options.history.max(1) {
-                memory.pop_front();
-            }
-        }
-        theta = next;
-        current = e;
-    }
+            progress(&Progress {
+                iteration,
+                primal: current.value,
+                dual: best_dual,
+                relative_gap: gap,
+            });
+            Ok(gap <= options.relative_gap)
+        },
+    )?;
     // Final certificate for the point returned.
     if let Some(bound) = certificate(a, &pattern, &current)? {
         best_dual = best_dual.max(bound);
     }
-    gap = (current.value - best_dual) / current.value;
+    let gap = (current.value - best_dual) / current.value;
     if gap > options.relative_gap {
         return Err(Error::NotConverged {
             iterations: options.max_iterations,

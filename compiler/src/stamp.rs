@@ -139,7 +139,10 @@ mod tests {
             })
             .collect();
         let unstamped = tried[0].1;
-        assert!(tried.iter().any(|&(s, l)| s > 1 && l < unstamped), "{tried:?}");
+        assert!(
+            tried.iter().any(|&(s, l)| s > 1 && l < unstamped),
+            "{tried:?}"
+        );
         let chosen = choose_stamps(a.as_ref(), &options).unwrap();
         assert!(chosen.windows(2).all(|w| w[0].1 <= w[1].1));
     }

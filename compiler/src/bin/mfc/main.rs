@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod calibrate;
+mod compare;
 mod compile;
 mod inspect;
 
@@ -26,12 +27,15 @@ enum Command {
     Inspect(inspect::Args),
     /// Convert between (ε, δ) and the noise multiplier σ of a normalized mechanism.
     Calibrate(calibrate::Args),
+    /// Compare mechanism families for the prefix sum at equal privacy (one table).
+    Compare(compare::Args),
 }
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
     match Cli::parse().command {
         Command::Compile(args) => compile::run(args),
         Command::Inspect(args) => inspect::run(args),
+        Command::Compare(args) => compare::run(args),
         Command::Calibrate(args) => calibrate::run(args),
     }
 }
