@@ -43,6 +43,9 @@ pub struct Row {
     pub blob_bytes: Option<usize>,
     /// Whether the decoder is causal (output `i` uses noise rows `≤ i` only).
     pub streaming: bool,
+    /// For BLT rows: `(N, √L_N, sens_N)` at `N = n, 2n, 4n, 8n` steps with the parameters
+    /// optimized for `n` (BLT has no horizon; see [`Blt::beyond_horizon`]).
+    pub beyond_horizon: Vec<(usize, f64, f64)>,
 }
 
 /// What to compare.
@@ -84,6 +87,7 @@ fn evaluate(
         flops_per_step,
         blob_bytes: None,
         streaming,
+        beyond_horizon: Vec::new(),
     })
 }
 
@@ -170,7 +174,7 @@ pub fn compare(options: &CompareOptions, progress: &mut dyn FnMut(&str)) -> Resu
         let blt: Blt = optimize_blt(n, m, participation)?;
         let encoder = toeplitz(&blt.encoder_coefficients(n), n);
         let norms = prefix_decoder_row_norms(&blt.decoder_coefficients(n));
-        rows.push(evaluate(
+        let mut row = evaluate(
             format!("BLT, {m} buffers"),
             &encoder,
             &norms,
@@ -178,7 +182,9 @@ pub fn compare(options: &CompareOptions, progress: &mut dyn FnMut(&str)) -> Resu
             m + 1,
             3 * m + 1,
             true,
-        )?);
+        )?;
+        row.beyond_horizon = blt.beyond_horizon(n, participation);
+        rows.push(row);
     }
 
     let p = match participation {

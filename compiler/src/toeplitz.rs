@@ -275,6 +275,20 @@ impl Blt {
         )
     }
 
+    /// How the BLT optimized for `n` steps degrades past its horizon: `(N, √L_N, sens_N)` for
+    /// `N = n, 2n, 4n, 8n` with the same parameters. The state stays `m + 1` floats per
+    /// coordinate for any `N`; the sensitivity over `N` steps is what the noise must be
+    /// calibrated for if the stream runs that long.
+    pub fn beyond_horizon(&self, n: usize, participation: &Participation) -> Vec<(usize, f64, f64)> {
+        [1, 2, 4, 8]
+            .into_iter()
+            .map(|f| {
+                let e = self.error(f * n, participation);
+                (f * n, e.loss.sqrt(), e.sensitivity)
+            })
+            .collect()
+    }
+
     fn from_parameters(x: &[f64]) -> Self {
         let m = x.len() / 2;
         Self {

@@ -69,7 +69,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         "| mechanism | √L | max step stddev | sensitivity | RAM floats/coord | flops/step/coord | blob bytes |"
     );
     println!("|---|---|---|---|---|---|---|");
-    for r in rows {
+    for r in &rows {
         println!(
             "| {}{} | {:.4} | {:.4} | {} | {} | {} | {} |",
             r.mechanism,
@@ -84,5 +84,19 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     println!();
     println!("‡ not streaming: release i uses later noise; a comparison point only.");
+    println!();
+    println!("BLT past its horizon (same parameters; √L and sensitivity over N steps):");
+    println!();
+    println!("| mechanism | N | √L | √L/√N | sensitivity |");
+    println!("|---|---|---|---|---|");
+    for r in rows.iter().filter(|r| !r.beyond_horizon.is_empty()) {
+        for &(steps, sqrt_loss, sens) in &r.beyond_horizon {
+            println!(
+                "| {} | {steps} | {sqrt_loss:.3} | {:.4} | {sens:.4} |",
+                r.mechanism,
+                sqrt_loss / (steps as f64).sqrt()
+            );
+        }
+    }
     Ok(())
 }
