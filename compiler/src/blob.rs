@@ -105,3 +105,101 @@ pub fn encode(
     };
     Ok(mechanism.to_vec()?)
 }
+
+/// Encodes a compiled FFT mechanism (001 §4, App. K; `formats/SPEC.md`, decoder 1) for the
+/// prefix-sum workload. The tables are the `f32` values the sensitivity was computed from.
+pub fn encode_fft(compiled: &crate::fft::FftMechanism, options: &BlobOptions) -> Result<Vec<u8>> {
+    use crate::fft::FftKind;
+    let too_long = || Error::InvalidOption("more than 2^32 steps".into());
+    let block = u32::try_from(compiled.block).map_err(|_| too_long())?;
+    let stamps = u32::try_from(compiled.stamps).map_err(|_| too_long())?;
+    let steps = block.checked_mul(stamps).ok_or_else(too_long)?;
+    let kernel = encode_f32s(compiled.kernel.iter().copied());
+    let generator = encode_f32s(compiled.generator.iter().copied());
+    let stddev: Vec<f64> = compiled
+        .per_step_variance
+        .iter()
+        .map(|v| v.sqrt())
+        .collect();
+    let table = |bytes| {
+        mfc_formats::F32Table::new(bytes)
+            .ok_or_else(|| Error::Numerical("table is not whole f32 words".into()))
+    };
+    let mechanism = Mechanism {
+        header: Header {
+            workload: StoredWorkload::PrefixSum,
+            steps,
+            participation: compiled.participation.to_format()?,
+            sensitivity: Sensitivity {
+                value: compiled.sensitivity,
+                method: compiled.sensitivity_method,
+            },
+            clip_norm: options.clip_norm,
+            calibration: options.calibration,
+            error: ErrorSummary {
+                sqrt_loss: compiled.sqrt_loss,
+                optimal_sqrt_loss: None,
+                max_step_stddev: stddev.iter().copied().fold(0.0, f64::max),
+                final_step_stddev: stddev.last().copied().unwrap_or(0.0),
+            },
+            generator: GENERATOR,
+        },
+        decoder: Decoder::Fft(mfc_formats::Fft {
+            kind: match compiled.kind {
+                FftKind::Circulant => mfc_formats::FftKind::Circulant,
+                FftKind::OptimalDecoder => mfc_formats::FftKind::OptimalDecoder,
+            },
+            block,
+            stamps,
+            kernel: table(&kernel)?,
+            generator: table(&generator)?,
+        }),
+    };
+    Ok(mechanism.to_vec()?)
+}
+
+/// Encodes a compiled BLT (`formats/SPEC.md`, decoder 2) for the prefix sum: the stored `θ, ω`
+/// are the `f32` values the sensitivity was computed from, and `steps` is the horizon it covers.
+pub fn encode_blt(
+    compiled: &crate::toeplitz::CompiledBlt,
+    options: &BlobOptions,
+) -> Result<Vec<u8>> {
+    let steps = u32::try_from(compiled.horizon)
+        .map_err(|_| Error::InvalidOption("the horizon exceeds 2^32 − 1 steps".into()))?;
+    let theta = exact_f32(&compiled.blt.theta)?;
+    let omega = exact_f32(&compiled.blt.omega)?;
+    let table = |bytes| {
+        mfc_formats::F32Table::new(bytes)
+            .ok_or_else(|| Error::Numerical("table is not whole f32 words".into()))
+    };
+    let stddev: Vec<f64> = compiled
+        .per_step_variance
+        .iter()
+        .map(|v| v.sqrt())
+        .collect();
+    let mechanism = Mechanism {
+        header: Header {
+            workload: StoredWorkload::PrefixSum,
+            steps,
+            participation: compiled.participation.to_format()?,
+            sensitivity: Sensitivity {
+                value: compiled.sensitivity,
+                method: compiled.sensitivity_method,
+            },
+            clip_norm: options.clip_norm,
+            calibration: options.calibration,
+            error: ErrorSummary {
+                sqrt_loss: compiled.sqrt_loss,
+                optimal_sqrt_loss: None,
+                max_step_stddev: stddev.iter().copied().fold(0.0, f64::max),
+                final_step_stddev: stddev.last().copied().unwrap_or(0.0),
+            },
+            generator: GENERATOR,
+        },
+        decoder: Decoder::Blt(mfc_formats::Blt {
+            theta: table(&theta)?,
+            omega: table(&omega)?,
+        }),
+    };
+    Ok(mechanism.to_vec()?)
+}

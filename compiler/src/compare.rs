@@ -7,13 +7,16 @@
 //! streaming implementation keeps (noise rows, buffers, tree nodes, the running sum), "flops"
 //! the multiply-adds per step, both for the form named (dense rows for the optimum and the
 //! square root; the recurrence `w_t = (z_t − Σ c_l w_{t−l})/c_0` for banded Toeplitz; `m`
-//! geometric buffers for BLT; one partial sum per level for the tree).
+//! geometric buffers for BLT; one partial sum per level for the tree; for FFT, the block's noise
+//! (`n` values) and the amortized `N log₂ N` per complex FFT of size `N ≥ 3n − 1`, a rough
+//! count).
 
 use faer::Mat;
 use serde::Serialize;
 
 use crate::Result;
 use crate::blob::{self, BlobOptions};
+use crate::fft::{FftKind, FftOptions, compile_fft};
 use crate::mechanism::{CompileOptions, compile, optimal_gram};
 use crate::optimize::Progress;
 use crate::participation::{Participation, sensitivity};
@@ -184,7 +187,40 @@ pub fn compare(options: &CompareOptions, progress: &mut dyn FnMut(&str)) -> Resu
             true,
         )?;
         row.beyond_horizon = blt.beyond_horizon(n, participation);
+        let stored = crate::toeplitz::compile_blt(&blt, n, n, participation)?;
+        row.blob_bytes = Some(blob::encode_blt(&stored, &BlobOptions::default())?.len());
         rows.push(row);
+    }
+
+    for kind in [FftKind::Circulant, FftKind::OptimalDecoder] {
+        progress(&format!("FFT {kind:?}"));
+        let fft = compile_fft(&FftOptions {
+            steps: n,
+            stamps: 1,
+            kind,
+            participation: *participation,
+        })?;
+        let bytes = blob::encode_fft(&fft, &BlobOptions::default())?;
+        let size = (3 * n - 1).next_power_of_two();
+        // Complex FFTs of size N per coordinate and block of n steps (2 per pair of coordinates
+        // for Mechanism 1, 8 for Mechanism 2), about N log₂N operations each.
+        let ffts = if kind == FftKind::Circulant { 1 } else { 4 };
+        rows.push(Row {
+            mechanism: format!("FFT, {kind:?}"),
+            sqrt_loss: fft.sqrt_loss,
+            max_step_stddev: fft
+                .per_step_variance
+                .iter()
+                .copied()
+                .fold(0.0, f64::max)
+                .sqrt(),
+            sensitivity_method: format!("{:?}", fft.sensitivity_method),
+            ram_floats: n + 2,
+            flops_per_step: ffts * size * size.trailing_zeros() as usize / n,
+            blob_bytes: Some(bytes.len()),
+            streaming: true,
+            beyond_horizon: Vec::new(),
+        });
     }
 
     let p = match participation {

@@ -9,6 +9,7 @@ pub mod compare;
 pub mod compress;
 pub mod error;
 pub mod factorize;
+pub mod fft;
 mod lbfgs;
 mod linalg;
 pub mod mechanism;

@@ -230,7 +230,21 @@ impl Blt {
     /// recurrence `c_k = q_k − Σ_{l=1}^{m} p_l c_{k−l}` (module docs).
     pub fn encoder_coefficients(&self, n: usize) -> Vec<f64> {
         let m = self.theta.len();
-        // Q = Π (1 − θ_j x); P = Q + x Σ_j ω_j Π_{l≠j} (1 − θ_l x).
+        let (q, p) = self.polynomials();
+        let mut c = vec![0.0; n];
+        for k in 0..n {
+            let mut total = q.get(k).copied().unwrap_or(0.0);
+            for l in 1..=k.min(m) {
+                total -= p[l] * c[k - l];
+            }
+            c[k] = total;
+        }
+        c
+    }
+
+    /// `(Q, P)` with `Q = Π (1 − θ_j x)` and `P = Q + x Σ_j ω_j Π_{l≠j} (1 − θ_l x)`, so that the
+    /// series `r = P/Q` and `c = 1/r = Q/P` (coefficients from the constant term up).
+    fn polynomials(&self) -> (Vec<f64>, Vec<f64>) {
         let product = |skip: Option<usize>| {
             let mut poly = vec![1.0];
             for (l, &t) in self.theta.iter().enumerate() {
@@ -253,15 +267,36 @@ impl Blt {
                 p[i + 1] += w * a;
             }
         }
-        let mut c = vec![0.0; n];
-        for k in 0..n {
-            let mut total = q.get(k).copied().unwrap_or(0.0);
-            for l in 1..=k.min(m) {
-                total -= p[l] * c[k - l];
+        (q, p)
+    }
+
+    /// The inverse series `1/r` as a BLT of the same size, when the inverse roots of `P` are
+    /// real and in `(0, 1)` (`c = Q/P = 1 + Σ_j ω'_j x/(1 − θ'_j x)`, residues fitted on `n`
+    /// terms); `None` otherwise.
+    fn inverse(&self, n: usize) -> Option<Blt> {
+        let m = self.theta.len();
+        let (_, p) = self.polynomials();
+        // θ' are the eigenvalues of the companion matrix of y^m + p_1 y^{m−1} + … + p_m.
+        let companion = faer::Mat::from_fn(m, m, |i, j| {
+            if i == 0 {
+                -p[j + 1]
+            } else if i == j + 1 {
+                1.0
+            } else {
+                0.0
             }
-            c[k] = total;
+        });
+        let roots = companion.eigenvalues().ok()?;
+        let mut theta = Vec::with_capacity(m);
+        for z in roots {
+            if z.im.abs() > 1e-10 || !(z.re > 0.0 && z.re < 1.0) {
+                return None;
+            }
+            theta.push(z.re);
         }
-        c
+        theta.sort_by(|a, b| b.total_cmp(a));
+        let omega = fit_omega(&theta, &self.encoder_coefficients(n))?;
+        Some(Blt { theta, omega })
     }
 
     /// The error over `n` steps under `participation` (first-pattern sensitivity, exact for
@@ -279,7 +314,11 @@ impl Blt {
     /// `N = n, 2n, 4n, 8n` with the same parameters. The state stays `m + 1` floats per
     /// coordinate for any `N`; the sensitivity over `N` steps is what the noise must be
     /// calibrated for if the stream runs that long.
-    pub fn beyond_horizon(&self, n: usize, participation: &Participation) -> Vec<(usize, f64, f64)> {
+    pub fn beyond_horizon(
+        &self,
+        n: usize,
+        participation: &Participation,
+    ) -> Vec<(usize, f64, f64)> {
         [1, 2, 4, 8]
             .into_iter()
             .map(|f| {
@@ -364,17 +403,40 @@ pub fn optimize_blt(n: usize, buffers: usize, participation: &Participation) -> 
             );
         }
     }
+    // The same starts in the encoder-side parametrization (C itself a BLT, r = 1/c), whose
+    // optima are converted back when their inverse is a real BLT: the two parametrizations
+    // reach different local optima (at n = 2048, 4 buffers: 148.38 on the decoder side alone).
+    let encoder_side = |x: &[f64]| {
+        let blt = Blt::from_parameters(x);
+        if blt.theta.iter().any(|t| !(*t > 0.0 && *t < 1.0)) {
+            return f64::INFINITY;
+        }
+        let (c, r) = (blt.decoder_coefficients(n), blt.encoder_coefficients(n));
+        prefix_error(&c, &r, n, participation).loss.ln()
+    };
+    let square_root = square_root_coefficients(n);
     let mut best: Option<(f64, Blt)> = None;
     for theta in starts {
-        let Some(omega) = fit_omega(&theta, &target) else {
-            continue;
-        };
-        let start = Blt { theta, omega };
-        let Ok((x, value)) = minimize_smooth(&objective, start.parameters()) else {
-            continue;
-        };
-        if best.as_ref().is_none_or(|(v, _)| value < *v) {
-            best = Some((value, Blt::from_parameters(&x)));
+        let mut candidates = Vec::new();
+        if let Some(omega) = fit_omega(&theta, &target) {
+            candidates.push(Blt {
+                theta: theta.clone(),
+                omega,
+            });
+        }
+        if let Some(omega) = fit_omega(&theta, &square_root) {
+            let start = Blt { theta, omega };
+            if let Ok((x, _)) = minimize_smooth(&encoder_side, start.parameters()) {
+                candidates.extend(Blt::from_parameters(&x).inverse(n));
+            }
+        }
+        for start in candidates {
+            let Ok((x, value)) = minimize_smooth(&objective, start.parameters()) else {
+                continue;
+            };
+            if best.as_ref().is_none_or(|(v, _)| value < *v) {
+                best = Some((value, Blt::from_parameters(&x)));
+            }
         }
     }
     // Polish the best: restarting L-BFGS (fresh curvature memory) until it stops improving.
@@ -392,6 +454,124 @@ pub fn optimize_blt(n: usize, buffers: usize, participation: &Participation) -> 
     }
     best.map(|(_, blt)| blt)
         .ok_or_else(|| Error::Numerical(format!("no BLT with {buffers} buffers converged")))
+}
+
+/// A BLT rounded to the `f32` parameters a blob stores, with the sensitivity of exactly those
+/// parameters over the blob's horizon.
+#[derive(Debug, Clone)]
+pub struct CompiledBlt {
+    /// The stored parameters (every value an `f32`).
+    pub blt: Blt,
+    /// The horizon `N` the sensitivity covers (the runtime stops there).
+    pub horizon: usize,
+    /// The horizon the parameters were optimized for.
+    pub design_steps: usize,
+    /// The participation schema.
+    pub participation: Participation,
+    /// `sens` over `N` steps.
+    pub sensitivity: f64,
+    /// `NonnegativeGram`/`MaxColumnNorm` (exact) or `AbsoluteGramBound`.
+    pub sensitivity_method: mfc_formats::SensitivityMethod,
+    /// `sens²·‖B[i,:]‖²` for the first `design_steps` steps.
+    pub per_step_variance: Vec<f64>,
+    /// `sqrt(L)` over the design horizon, with `sens` over `N`.
+    pub sqrt_loss: f64,
+}
+
+/// Sequences longer than this that have not decayed to zero are refused (the sensitivity over
+/// an unbounded horizon would not be computable this way).
+const MAX_SERIES: usize = 100_000_000;
+
+/// The encoder coefficients over `horizon` steps, stopping early once `m` consecutive values are
+/// exactly zero (the order-`m` recurrence then stays zero): the returned series is exact in
+/// floating point over the whole horizon, its omitted tail being zeros.
+fn encoder_series(blt: &Blt, horizon: usize) -> Result<Vec<f64>> {
+    let m = blt.buffers();
+    let mut chunk = 1 << 16;
+    loop {
+        let len = chunk.min(horizon);
+        let c = blt.encoder_coefficients(len);
+        if len == horizon {
+            return Ok(c);
+        }
+        let zeros = c.iter().rev().take_while(|&&x| x == 0.0).count();
+        if zeros >= m {
+            let keep = c.len() - zeros;
+            return Ok(c[..keep].to_vec());
+        }
+        if chunk >= MAX_SERIES {
+            return Err(Error::Numerical(format!(
+                "the BLT encoder has not decayed after {MAX_SERIES} steps: choose a horizon ≤ {MAX_SERIES}"
+            )));
+        }
+        chunk *= 4;
+    }
+}
+
+/// Rounds `blt` to `f32` and computes the sensitivity of the stored parameters over `horizon`
+/// steps under `participation` (first pattern of `|C|`, exact when `c ≥ 0`; see
+/// [`first_pattern_sensitivity2`]), and the error over the design horizon `n`.
+pub fn compile_blt(
+    blt: &Blt,
+    n: usize,
+    horizon: usize,
+    participation: &Participation,
+) -> Result<CompiledBlt> {
+    if horizon < n || n == 0 {
+        return Err(Error::InvalidOption(format!(
+            "the horizon ({horizon}) must be at least the design steps ({n} ≥ 1)"
+        )));
+    }
+    let stored = Blt {
+        theta: blt.theta.iter().map(|&t| f64::from(t as f32)).collect(),
+        omega: blt.omega.iter().map(|&w| f64::from(w as f32)).collect(),
+    };
+    if stored.theta.iter().any(|t| !(*t > 0.0 && *t < 1.0)) {
+        return Err(Error::Numerical("a BLT decay rounds outside (0, 1)".into()));
+    }
+    let c = encoder_series(&stored, horizon)?;
+    // The first pattern over the horizon: starts 0, b, 2b, … (< horizon), each a shifted |c|.
+    let (k, b) = match *participation {
+        Participation::Single => (1, horizon),
+        Participation::FixedEpochOrder { epochs, separation } => (epochs, separation),
+    };
+    let starts: Vec<usize> = (0..horizon).step_by(b).take(k).collect();
+    let span = starts.last().copied().unwrap_or(0) + c.len();
+    let mut column = vec![0.0; span.min(horizon)];
+    for &start in &starts {
+        for (t, &ck) in c.iter().enumerate() {
+            if let Some(v) = column.get_mut(start + t) {
+                *v += ck.abs();
+            }
+        }
+    }
+    let sens2: f64 = column.iter().map(|x| x * x).sum();
+    let nonnegative = c.iter().all(|&x| x >= 0.0);
+    let sensitivity_method = match (participation, nonnegative) {
+        (Participation::Single, _) => mfc_formats::SensitivityMethod::MaxColumnNorm,
+        (_, true) => mfc_formats::SensitivityMethod::NonnegativeGram,
+        (_, false) => mfc_formats::SensitivityMethod::AbsoluteGramBound,
+    };
+    let r = stored.decoder_coefficients(n);
+    let (mut acc, mut row) = (0.0, 0.0);
+    let per_step_variance: Vec<f64> = r
+        .iter()
+        .map(|rk| {
+            acc += rk;
+            row += acc * acc;
+            sens2 * row
+        })
+        .collect();
+    Ok(CompiledBlt {
+        sqrt_loss: per_step_variance.iter().sum::<f64>().sqrt(),
+        blt: stored,
+        horizon,
+        design_steps: n,
+        participation: *participation,
+        sensitivity: sens2.sqrt(),
+        sensitivity_method,
+        per_step_variance,
+    })
 }
 
 #[cfg(test)]
@@ -494,8 +674,9 @@ mod tests {
         assert!(previous < sqrt);
     }
 
-    /// n = 2048, single participation: BLT with 1-5 buffers. Four buffers come within 0.03% of
-    /// the best peer library's default (148.34) and above the certified optimum (143.5626).
+    /// n = 2048, single participation: four buffers reach the best peer library's default
+    /// (148.34, to the digits it is quoted with) and stay above the certified optimum
+    /// (143.5626).
     #[test]
     fn blt_at_2048() {
         let n = 2048;
@@ -506,6 +687,6 @@ mod tests {
             .loss
             .sqrt();
         eprintln!("n = {n}: BLT(4) √L = {four:.4}");
-        assert!(four <= 148.40 && four > 143.5626, "{four}");
+        assert!(four < 148.345 && four > 143.5626, "{four}");
     }
 }

@@ -259,3 +259,65 @@ fn compile_momentum_with_cooldown_for_multiple_epochs() {
         assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", stderr(&o));
     }
 }
+
+#[test]
+fn compile_blt_and_fft_forms_and_inspect_them() {
+    let out = temp("blt.mfc");
+    let o = mfc(&[
+        "compile",
+        "--form",
+        "blt",
+        "--buffers",
+        "3",
+        "--steps",
+        "128",
+        "--horizon",
+        "5000",
+        "--epsilon",
+        "2",
+        "--delta",
+        "1e-6",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(report["horizon"], 5000);
+    assert_eq!(report["runtime_floats_per_coordinate"], 4);
+    let o = mfc(&["inspect", out.to_str().unwrap(), "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let inspected: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(inspected["decoder"], "blt");
+    assert_eq!(inspected["steps"], 5000);
+    assert_eq!(inspected["sensitivity"], report["sensitivity"]);
+    // The FFT form, stamped.
+    let fft = temp("fft.mfc");
+    let o = mfc(&[
+        "compile",
+        "--form",
+        "fft-optimal",
+        "--steps",
+        "64",
+        "--stamps",
+        "2",
+        "--out",
+        fft.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = mfc(&["inspect", fft.to_str().unwrap(), "--json"]);
+    let inspected: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(inspected["decoder"], "fft");
+    assert_eq!(inspected["sensitivity_method"], "GeneratorResidualBound");
+    // BLT releases prefix sums only; an unknown form is refused.
+    for bad in [
+        &["--form", "blt", "--workload", "momentum:0.9"][..],
+        &["--form", "dense"][..],
+    ] {
+        let mut args = vec!["compile", "--steps", "32", "--out", out.to_str().unwrap()];
+        args.extend_from_slice(bad);
+        let o = mfc(&args);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", stderr(&o));
+    }
+}

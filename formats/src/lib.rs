@@ -26,9 +26,10 @@ mod mechanism;
 mod table;
 
 pub use error::Error;
+pub use mechanism::MAX_BLT_BUFFERS;
 pub use mechanism::{
-    BandedLowRank, Calibration, Decoder, ErrorSummary, Header, Mechanism, Participation,
-    PrivacyTarget, Sensitivity, SensitivityMethod, Workload,
+    BandedLowRank, Blt, Calibration, Decoder, ErrorSummary, Fft, FftKind, Header, Mechanism,
+    Participation, PrivacyTarget, Sensitivity, SensitivityMethod, Workload,
 };
 pub use table::F32Table;
 #[cfg(feature = "alloc")]

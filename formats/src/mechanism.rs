@@ -107,6 +107,10 @@ pub enum SensitivityMethod {
     /// `sqrt(Σ_{i,j∈π} |X_ij|)` with `X = ĈᵀĈ` (Eq. 3 of Choquette-Choo et al. 2023 with the
     /// triangle inequality; valid for contributions of any dimension).
     AbsoluteGramBound,
+    /// An upper bound for the optimal FFT decoder ([`Fft`] with [`FftKind::OptimalDecoder`]):
+    /// `sens(ŶE)/(1 − ‖M̂T̂ − I‖₁)`, where `sens(ŶE)` is computed by one of the methods above
+    /// and `M̂` is the Gohberg–Semencul matrix of the stored generator (see `SPEC.md`).
+    GeneratorResidualBound,
 }
 
 /// The calibrated noise multiplier and the privacy target it was derived from.
@@ -151,6 +155,119 @@ pub enum Decoder<'a> {
     /// Banded plus low rank: `B̂ = (L Rᵀ) ⊙ U⁽ʰ⁾ + D⁽ʰ⁾` (Denisov et al. 2022, App. H).
     #[serde(borrow)]
     BandedLowRank(BandedLowRank<'a>),
+    /// An FFT mechanism (Choquette-Choo et al. 2023, §4 and App. K), stamped `s` times.
+    #[serde(borrow)]
+    Fft(Fft<'a>),
+    /// Buffered linear Toeplitz (Dvijotham et al. 2024): `C⁻¹` is Toeplitz with `r_0 = 1`,
+    /// `r_k = Σ_j ω_j θ_j^{k−1}`, replayed with `m` buffers per coordinate.
+    #[serde(borrow)]
+    Blt(Blt<'a>),
+}
+
+/// The BLT form: the noise of step `t` is `Σ_{u ≤ t} w_u` with `w = C⁻¹ z`, computed as
+/// `w_t = z_t + Σ_j ω_j s_j`, then `s_j ← θ_j s_j + z_t` (buffers start at zero).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Blt<'a> {
+    /// `θ_j ∈ (0, 1)`, `m ≥ 1` values.
+    #[serde(borrow)]
+    pub theta: F32Table<'a>,
+    /// `ω_j`, finite, as many as `theta`.
+    #[serde(borrow)]
+    pub omega: F32Table<'a>,
+}
+
+impl Blt<'_> {
+    /// Buffers `m`.
+    pub fn buffers(&self) -> usize {
+        self.theta.as_bytes().len() / 4
+    }
+
+    fn validate(&self) -> Result<(), Error> {
+        let m = u32::try_from(self.buffers()).map_err(|_| Error::InvalidField {
+            field: "decoder.theta",
+        })?;
+        if m == 0 || m > MAX_BLT_BUFFERS {
+            return Err(Error::InvalidField {
+                field: "decoder.theta",
+            });
+        }
+        check_table("decoder.theta", self.theta, m, 1)?;
+        check_table("decoder.omega", self.omega, m, 1)?;
+        if self.theta.iter().any(|t| t <= 0.0 || t >= 1.0) {
+            return Err(Error::InvalidField {
+                field: "decoder.theta",
+            });
+        }
+        Ok(())
+    }
+}
+
+/// The most buffers a [`Blt`] form may have.
+pub const MAX_BLT_BUFFERS: u32 = 64;
+
+/// Which decoder an [`Fft`] form replays (Choquette-Choo et al. 2023, App. K).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum FftKind {
+    /// Mechanism 1: `B̂ = P Ŷ`, the first `m` rows of the circulant with first column `ŷ`.
+    Circulant,
+    /// Mechanism 2, the optimal decoder `B̂ = S M̂ Eᵀ Ŷᵀ`, `M̂` the Gohberg–Semencul matrix of the
+    /// generator `x̂`: `M̂ = (L(x̂)L(x̂)ᵀ − L(x̃)L(x̃)ᵀ)/x̂₀`, `x̃ = (0, x̂_{m−1}, …, x̂₁)`.
+    OptimalDecoder,
+}
+
+/// The FFT form: blocks of `m` steps, each block's noise a function of `2m` fresh noise rows
+/// `z`; step `r` of block `i` releases `(B̂_m z_i)_r + Σ_{i' < i} (B̂_m z_{i'})_{m−1}`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Fft<'a> {
+    /// Which decoder `B̂_m` (`m × 2m`) the blocks use.
+    pub kind: FftKind,
+    /// `m ≥ 1`: steps per block.
+    pub block: u32,
+    /// `s ≥ 1`: blocks; `s·m` is the horizon `n`.
+    pub stamps: u32,
+    /// `ŷ`, `2m` values: the first column of the real circulant `Ŷ ≈ F*√Σ F`.
+    #[serde(borrow)]
+    pub kernel: F32Table<'a>,
+    /// `x̂ ≈ T̂⁻¹e₀` (`m` values, `x̂₀ > 0`) for [`FftKind::OptimalDecoder`], empty otherwise.
+    #[serde(borrow)]
+    pub generator: F32Table<'a>,
+}
+
+impl Fft<'_> {
+    fn validate(&self, steps: u32) -> Result<(), Error> {
+        if self.block == 0 || self.stamps == 0 {
+            return Err(Error::InvalidField {
+                field: "decoder.block",
+            });
+        }
+        if self.block.checked_mul(self.stamps) != Some(steps) {
+            return Err(Error::InvalidField {
+                field: "decoder.stamps",
+            });
+        }
+        let Some(two_m) = self.block.checked_mul(2) else {
+            return Err(Error::InvalidField {
+                field: "decoder.block",
+            });
+        };
+        check_table("decoder.kernel", self.kernel, two_m, 1)?;
+        match self.kind {
+            FftKind::Circulant => check_table("decoder.generator", self.generator, 0, 0)?,
+            FftKind::OptimalDecoder => {
+                check_table("decoder.generator", self.generator, self.block, 1)?;
+                if !self.generator.get(0).is_some_and(|x0| x0 > 0.0) {
+                    return Err(Error::InvalidField {
+                        field: "decoder.generator",
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `B̂[i, j] = D[i, i−j]` for `0 ≤ i − j < h`, `(L Rᵀ)[i, j]` for `i − j ≥ h`, zero above the
@@ -307,6 +424,8 @@ impl Mechanism<'_> {
         }
         match &self.decoder {
             Decoder::BandedLowRank(d) => d.validate(h.steps),
+            Decoder::Fft(d) => d.validate(h.steps),
+            Decoder::Blt(d) => d.validate(),
         }
     }
 }

@@ -45,6 +45,80 @@ pub enum Error {
     InvalidDimension,
     /// The seed is all zeros (or otherwise refused).
     WeakSeed,
+    /// The operating system's random source failed (`ChaChaNoise::from_os_entropy`).
+    EntropyUnavailable,
+    /// A shard's coordinate range is empty or does not lie inside its row.
+    InvalidShard {
+        /// First coordinate of the shard.
+        start: usize,
+        /// One past its last coordinate.
+        end: usize,
+        /// Coordinates in the whole row.
+        row: usize,
+    },
+    /// A shard sees only part of each input row, so it cannot clip the row itself: use
+    /// `Stream::step_clipped` with the factor of the whole row.
+    ClipFactorRequired,
+    /// A clip factor given to `Stream::step_clipped` is not in `[0, 1]`.
+    InvalidClipFactor,
+    /// A checkpoint is truncated, lacks its magic, or its payload is malformed.
+    MalformedCheckpoint,
+    /// A checkpoint was written in a checkpoint format version this runtime does not read.
+    UnsupportedCheckpointVersion {
+        /// The version stored in the checkpoint.
+        found: u16,
+    },
+    /// A checkpoint's CRC-32 does not match its bytes: it is corrupted.
+    CheckpointChecksumMismatch {
+        /// The checksum stored in the checkpoint.
+        stored: u32,
+        /// The checksum of the bytes as read.
+        computed: u32,
+    },
+    /// A checkpoint belongs to another stream (blob, noise scale, dimension, shard, shape).
+    CheckpointMismatch {
+        /// What differs.
+        field: &'static str,
+    },
+    /// A checkpoint's noise rows are not those of the stream's key.
+    CheckpointKeyMismatch,
+    /// A checkpoint belongs to another epoch than the device's release counter.
+    CheckpointEpochMismatch {
+        /// The epoch recorded in the checkpoint.
+        checkpoint: u64,
+        /// The epoch of the release counter.
+        counter: u64,
+    },
+    /// A checkpoint (or stream) is behind the release counter: its later steps may have been
+    /// released already, and computing them again would release them twice.
+    StaleCheckpoint {
+        /// Steps the checkpoint (or stream) has computed.
+        step: u32,
+        /// Steps the release counter says may have been released.
+        released: u32,
+    },
+    /// A checkpoint can only be restored into a stream that has not taken a step.
+    StreamAlreadyStarted,
+    /// The buffer given to `Stream::checkpoint` is too short.
+    CheckpointBufferTooSmall {
+        /// Bytes that suffice (`Stream::checkpoint_capacity`).
+        needed: usize,
+        /// Bytes given.
+        found: usize,
+    },
+    /// The release counter is at epoch 0: cold-start (`ReleaseCounter::cold_start`) before
+    /// deriving a key.
+    EpochNotStarted,
+    /// The release counter's epoch cannot be incremented any more.
+    EpochExhausted,
+    /// An FFT-form blob's block is longer than this build's FFT sizes allow (see
+    /// `fft::MAX_BLOCK`; the `fft-32768` feature raises it).
+    FftBlockTooLarge {
+        /// The blob's block length `m`.
+        block: u32,
+        /// The longest block this build replays.
+        max: u32,
+    },
 }
 
 impl fmt::Display for Error {
@@ -73,6 +147,60 @@ impl fmt::Display for Error {
             ),
             Error::InvalidDimension => f.write_str("the dimension is zero or too large"),
             Error::WeakSeed => f.write_str("the seed is all zeros"),
+            Error::EntropyUnavailable => {
+                f.write_str("the operating system's random source is unavailable")
+            }
+            Error::InvalidShard { start, end, row } => {
+                write!(
+                    f,
+                    "shard {start}..{end} is empty or outside a row of {row} coordinates"
+                )
+            }
+            Error::ClipFactorRequired => f.write_str(
+                "a shard cannot clip a row it sees only part of: give the whole row's clip factor",
+            ),
+            Error::InvalidClipFactor => f.write_str("the clip factor is not in [0, 1]"),
+            Error::MalformedCheckpoint => f.write_str("checkpoint is truncated or malformed"),
+            Error::UnsupportedCheckpointVersion { found } => write!(
+                f,
+                "unsupported checkpoint format version {found} (this runtime reads {})",
+                crate::checkpoint::VERSION
+            ),
+            Error::CheckpointChecksumMismatch { stored, computed } => write!(
+                f,
+                "checkpoint checksum mismatch (stored {stored:#010x}, computed {computed:#010x}): the checkpoint is corrupted"
+            ),
+            Error::CheckpointMismatch { field } => {
+                write!(f, "checkpoint belongs to another stream ({field} differs)")
+            }
+            Error::CheckpointKeyMismatch => {
+                f.write_str("checkpoint noise was not drawn with this stream's key")
+            }
+            Error::CheckpointEpochMismatch {
+                checkpoint,
+                counter,
+            } => write!(
+                f,
+                "checkpoint is of epoch {checkpoint}, the release counter of epoch {counter}"
+            ),
+            Error::StaleCheckpoint { step, released } => write!(
+                f,
+                "stale: at step {step}, but {released} steps may have been released; resuming would release steps twice"
+            ),
+            Error::StreamAlreadyStarted => {
+                f.write_str("a checkpoint can only be restored into a fresh stream")
+            }
+            Error::CheckpointBufferTooSmall { needed, found } => {
+                write!(f, "checkpoint buffer has {found} bytes, {needed} suffice")
+            }
+            Error::EpochNotStarted => {
+                f.write_str("the release counter is at epoch 0: cold-start a new epoch first")
+            }
+            Error::EpochExhausted => f.write_str("the release counter's epoch is exhausted"),
+            Error::FftBlockTooLarge { block, max } => write!(
+                f,
+                "FFT block of {block} steps is longer than this runtime's {max} (feature fft-32768)"
+            ),
         }
     }
 }

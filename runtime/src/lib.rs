@@ -27,16 +27,45 @@
 //!
 //! Every fallible call checks everything before it changes anything: on error the stream is
 //! exactly as it was. Nothing here allocates, logs or panics on any input.
+//!
+//! # Features
+//!
+//! None is on by default; the default build is `no_std`, allocation-free, and can only draw noise
+//! from ChaCha20.
+//!
+//! - `os-entropy`: `ChaChaNoise::from_os_entropy`, a seed from the operating system.
+//! - `parallel` (implies `std`): `parallel::ParallelStream`, shards of one stream stepped on
+//!   rayon's thread pool.
+//! - `insecure-simulation`: `InsecureSimulationNoise` (Xoshiro256++), predictable noise for
+//!   simulations and benchmarks only — a release noised by it is not private.
+//! - `defmt`: `defmt::Format` for the error type and the public types (the runtime itself logs
+//!   nothing).
+//!
+//! A device resumes a stream after a reboot with [`checkpoint`]: see its rules on keys, stale
+//! checkpoints and the release counter.
 #![no_std]
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "std")]
+extern crate std;
+
+pub mod blt;
+pub mod checkpoint;
 mod error;
+pub mod fft;
 pub mod noise;
+#[cfg(feature = "parallel")]
+pub mod parallel;
 pub mod privacy;
 pub mod stream;
 
+pub use blt::BltStream;
+pub use checkpoint::{BlobFingerprint, ReleaseCounter, epoch_noise};
 pub use error::Error;
+pub use fft::FftStream;
 pub use mfc_formats as formats;
 pub use mfc_formats::Mechanism;
+#[cfg(feature = "insecure-simulation")]
+pub use noise::InsecureSimulationNoise;
 pub use noise::{ChaChaNoise, NoiseSource};
 pub use stream::{Stream, Workspace, clip_factor, clip_to_norm};

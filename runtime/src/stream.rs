@@ -13,8 +13,28 @@
 //! so `y = (B̂ z)_i` with `β = Σ_{j ≤ i−h} R[j,:]ᵀ z_j`. The state is the last `h` noise rows (row
 //! `z_t` lives in slot `t mod h`; `z_{i−h}` is consumed just before `z_i` overwrites it), `β`
 //! (`r × d`) and the running sum `s`: `(h + r + 1)·d` floats, all in the caller's workspace.
+//!
+//! Every line above acts coordinate by coordinate, so a step is one fused pass over `d` in chunks
+//! of [`CHUNK`] coordinates: for each chunk, `β` is updated, `z_i` drawn, `y` accumulated and the
+//! sum added while the chunk of `y` and `β` stays in a core's cache. Each row of the state is
+//! then read from memory once per step (and `β`, `z_i`, `s` written once) instead of `y` being
+//! re-read for each of the `h + r` terms. Each coordinate sees the same floating-point operations
+//! in the same order as in whole-row passes (`runtime/tests/shards.rs` checks it bit for bit).
+//! For large `d` a step is bound by memory bandwidth: `BENCHMARKS.md` has the figures.
+//!
+//! # Shards
+//!
+//! For the same reason a stream may own only coordinates `a .. b` of a wider row
+//! ([`Stream::shard`]): it draws `z_t[a..b]` (a [`NoiseSource`] can start anywhere in a row),
+//! keeps `(h + r + 1)·(b − a)` floats, and releases exactly the coordinates `a .. b` that an
+//! unsharded stream with the same seed would. Threads, or separate workers of a distributed job,
+//! can thus each run one shard. Clipping is the exception: it needs the norm of the whole input
+//! row, which a shard does not see. A shard therefore refuses [`Stream::step`]; it takes the
+//! factor `min(1, ζ/‖x‖)` of the whole row from its caller ([`Stream::step_clipped`], e.g. from
+//! [`clip_factor`] of the whole row, or from an all-reduce of the shards' squared norms), or
+//! releases noise only ([`Stream::step_noise`]).
 
-use core::ops::{Deref, DerefMut};
+use core::ops::{Deref, DerefMut, Range};
 
 use mfc_formats::{BandedLowRank, Decoder, Mechanism, Workload};
 
@@ -34,43 +54,57 @@ pub struct Stream<'m, 'w, N: NoiseSource> {
     sum: &'w mut [f32],
     step: u32,
     noise: N,
+    /// The first coordinate of the row this stream owns (0 unless a shard).
+    offset: u64,
+    /// Whether the stream owns the whole row, so that it can clip inputs itself.
+    whole_row: bool,
 }
 
-/// Row `index` of a row-major buffer with rows of `dim` floats (empty if out of range, which
-/// the stream's construction rules out).
-fn row(buffer: &[f32], index: usize, dim: usize) -> &[f32] {
-    buffer.get(index * dim..(index + 1) * dim).unwrap_or(&[])
-}
+/// Coordinates per chunk of the fused pass of a step (64 KiB per row): the chunk of `y` and the
+/// `r` rows of `β` (updated, then read) stay in a core's L2 cache within the chunk, and each row
+/// is streamed in long runs, which the hardware prefetchers follow. 4 096 to 65 536 measured alike
+/// on the 2-core benchmark machine.
+pub const CHUNK: usize = 16384;
 
-fn row_mut(buffer: &mut [f32], index: usize, dim: usize) -> &mut [f32] {
+/// Coordinates `start .. end` of row `index` of a row-major buffer with rows of `dim` floats
+/// (empty if out of range, which the stream's construction rules out).
+fn part(buffer: &[f32], index: usize, dim: usize, start: usize, end: usize) -> &[f32] {
     buffer
-        .get_mut(index * dim..(index + 1) * dim)
+        .get(index * dim + start..index * dim + end)
+        .unwrap_or(&[])
+}
+
+fn part_mut(buffer: &mut [f32], index: usize, dim: usize, start: usize, end: usize) -> &mut [f32] {
+    buffer
+        .get_mut(index * dim + start..index * dim + end)
         .unwrap_or(&mut [])
 }
 
 /// The factor that scales `row` to L2 norm at most `clip_norm`: `min(1, ζ/‖row‖)`.
 ///
-/// Overflow-safe: the norm is computed in `f64` from the row divided by its largest magnitude,
-/// so a finite row of any size is clipped in its direction rather than zeroed. For a row with a
-/// non-finite entry the result is unspecified (the stream rejects such rows first); a
-/// `clip_norm` that is not positive (or NaN) gives 0.
+/// Overflow-safe: the norm is computed in `f64`, where the square of any finite `f32` is exact
+/// (48 significant bits) and their sum cannot overflow (`2⁵²·f32::MAX² < f64::MAX`), so a finite
+/// row of any size is clipped in its direction rather than zeroed. The squares are summed in 8
+/// interleaved partial sums, combined in a fixed order: one vectorized pass, and the same result
+/// for the same row everywhere. For a row with a non-finite entry the result is unspecified (the
+/// stream rejects such rows first); a `clip_norm` that is not positive (or NaN) gives 0.
 pub fn clip_factor(row: &[f32], clip_norm: f64) -> f64 {
     if clip_norm.is_nan() || clip_norm <= 0.0 {
         return 0.0;
     }
-    let largest = row.iter().fold(0.0f64, |m, &x| m.max(f64::from(x).abs()));
-    if largest == 0.0 {
-        return 1.0;
+    let mut partial = [0.0f64; 8];
+    let mut chunks = row.chunks_exact(8);
+    for chunk in &mut chunks {
+        for (s, &x) in partial.iter_mut().zip(chunk) {
+            let x = f64::from(x);
+            *s += x * x;
+        }
     }
-    let inverse = 1.0 / largest;
-    let squares: f64 = row
-        .iter()
-        .map(|&x| {
-            let y = f64::from(x) * inverse;
-            y * y
-        })
-        .sum();
-    let norm = largest * libm::sqrt(squares);
+    for (s, &x) in partial.iter_mut().zip(chunks.remainder()) {
+        let x = f64::from(x);
+        *s += x * x;
+    }
+    let norm = libm::sqrt(partial.iter().sum());
     if norm > clip_norm {
         clip_norm / norm
     } else {
@@ -161,31 +195,85 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
             sum,
             step: 0,
             noise,
+            offset: 0,
+            whole_row: true,
         })
+    }
+
+    /// A shard: the stream of coordinates `range` of rows of `row_dim` coordinates, with the
+    /// noise multiplier recorded in the blob. Its workspace is
+    /// [`workspace_len`](Self::workspace_len)`(mechanism, range.len())`; with the same seed its
+    /// releases equal coordinates `range` of an unsharded stream's, bit for bit. Inputs and
+    /// releases have `range.len()` coordinates. See the [module docs](self) on clipping.
+    pub fn shard(
+        mechanism: Mechanism<'m>,
+        row_dim: usize,
+        range: Range<usize>,
+        workspace: &'w mut [f32],
+        noise: N,
+    ) -> Result<Self, Error> {
+        let sigma = mechanism
+            .header
+            .calibration
+            .ok_or(Error::NotCalibrated)?
+            .noise_multiplier;
+        Self::shard_with_noise_multiplier(mechanism, row_dim, range, workspace, noise, sigma)
+    }
+
+    /// A shard ([`shard`](Self::shard)) with an explicit noise multiplier `σ`.
+    pub fn shard_with_noise_multiplier(
+        mechanism: Mechanism<'m>,
+        row_dim: usize,
+        range: Range<usize>,
+        workspace: &'w mut [f32],
+        noise: N,
+        noise_multiplier: f64,
+    ) -> Result<Self, Error> {
+        if range.start >= range.end || range.end > row_dim || row_dim as u64 > MAX_COORDINATES {
+            return Err(Error::InvalidShard {
+                start: range.start,
+                end: range.end,
+                row: row_dim,
+            });
+        }
+        let dim = range.end - range.start;
+        let mut stream =
+            Self::with_noise_multiplier(mechanism, dim, workspace, noise, noise_multiplier)?;
+        stream.offset = range.start as u64;
+        stream.whole_row = dim == row_dim;
+        Ok(stream)
     }
 
     /// Consumes `input` (clipped to `ζ`) and writes the private prefix sum of step `i` into
     /// `release`. On error nothing changes: not the step, not the sum, not the noise.
+    ///
+    /// A shard refuses this ([`Error::ClipFactorRequired`]): it cannot see the whole row's norm.
     pub fn step(&mut self, input: &[f32], release: &mut [f32]) -> Result<(), Error> {
-        if !self.prefix_sum {
-            return Err(Error::WorkloadNotStreamable);
-        }
-        self.check_step(release)?;
-        if input.len() != self.dim {
-            return Err(Error::DimensionMismatch {
-                expected: self.dim,
-                found: input.len(),
-            });
-        }
-        if let Some(index) = input.iter().position(|x| !x.is_finite()) {
-            return Err(Error::NonFiniteInput { index });
+        self.check_input(input, release)?;
+        if !self.whole_row {
+            return Err(Error::ClipFactorRequired);
         }
         let clip = clip_factor(input, self.clip_norm) as f32;
-        self.advance(release);
-        for ((s, &x), out) in self.sum.iter_mut().zip(input).zip(release.iter_mut()) {
-            *s += clip * x;
-            *out += *s;
+        self.advance(release, Some((input, clip)));
+        Ok(())
+    }
+
+    /// [`step`](Self::step) with the clip factor given by the caller: `clip` must be
+    /// `min(1, ζ/‖x‖)` for the **whole** input row `x` ([`clip_factor`]`(x, ζ)`, with ζ from
+    /// [`clip_norm`](Self::clip_norm)), of which `input` is this shard's part. The stream checks
+    /// that `clip` lies in `[0, 1]` but cannot check that it is the whole row's: privacy rests on
+    /// the caller here. With the factor of [`clip_factor`] the release equals that of `step`.
+    pub fn step_clipped(
+        &mut self,
+        input: &[f32],
+        clip: f64,
+        release: &mut [f32],
+    ) -> Result<(), Error> {
+        self.check_input(input, release)?;
+        if !(0.0..=1.0).contains(&clip) {
+            return Err(Error::InvalidClipFactor);
         }
+        self.advance(release, Some((input, clip as f32)));
         Ok(())
     }
 
@@ -193,7 +281,7 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
     /// workloads whose `(A x)_i` the caller computes itself (from inputs it clipped to `ζ`).
     pub fn step_noise(&mut self, noise_out: &mut [f32]) -> Result<(), Error> {
         self.check_step(noise_out)?;
-        self.advance(noise_out);
+        self.advance(noise_out, None);
         Ok(())
     }
 
@@ -207,12 +295,46 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
         self.horizon
     }
 
-    /// The dimension `d`.
+    /// The dimension `d` (of a shard: its number of coordinates).
     pub fn dim(&self) -> usize {
         self.dim
     }
 
-    fn check_step(&self, out: &[f32]) -> Result<(), Error> {
+    /// The first coordinate of the row this stream owns: 0 unless it is a shard.
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    /// The clip norm `ζ` recorded in the blob.
+    pub fn clip_norm(&self) -> f64 {
+        self.clip_norm
+    }
+
+    /// The checks of a prefix-sum step with input `input` and output `release`.
+    pub(crate) fn check_input(&self, input: &[f32], release: &[f32]) -> Result<(), Error> {
+        if !self.prefix_sum {
+            return Err(Error::WorkloadNotStreamable);
+        }
+        self.check_step(release)?;
+        if input.len() != self.dim {
+            return Err(Error::DimensionMismatch {
+                expected: self.dim,
+                found: input.len(),
+            });
+        }
+        // A branch-free (vectorized) scan first; the position only when there is one.
+        let finite = input
+            .chunks(256)
+            .all(|c| c.iter().fold(true, |ok, x| ok & x.is_finite()));
+        if !finite {
+            if let Some(index) = input.iter().position(|x| !x.is_finite()) {
+                return Err(Error::NonFiniteInput { index });
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn check_step(&self, out: &[f32]) -> Result<(), Error> {
         if self.step >= self.horizon {
             return Err(Error::StreamFinished {
                 steps: self.horizon,
@@ -227,52 +349,154 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
         Ok(())
     }
 
-    /// Algorithm 3 for the current step: writes `σζ·sens·(B̂ z)_i` into `y` and moves to the next
-    /// step. Only called after every check has passed.
-    fn advance(&mut self, y: &mut [f32]) {
+    /// Algorithm 3 for the current step: writes `σζ·sens·(B̂ z)_i` into `y` — plus the running
+    /// sum after adding `clip·x`, if `input = Some((x, clip))` — and moves to the next step. One
+    /// fused pass over the coordinates in chunks of [`CHUNK`]. Only called after every check has
+    /// passed.
+    fn advance(&mut self, y: &mut [f32], input: Option<(&[f32], f32)>) {
         let (i, d) = (self.step as usize, self.dim);
         let (h, r) = (self.decoder.band as usize, self.decoder.rank as usize);
         let slot = i % h;
-        if i >= h {
-            if let Some(right) = self.decoder.right_row(i - h) {
-                let oldest = row(self.ring, slot, d);
-                for (q, coefficient) in right.iter().enumerate() {
-                    for (b, &z) in row_mut(self.beta, q, d).iter_mut().zip(oldest) {
-                        *b += coefficient * z;
+        // The noise scale is folded into the coefficients, so each term is one multiply-add.
+        let scale = self.noise_scale;
+        let right = if i >= h {
+            self.decoder.right_row(i - h)
+        } else {
+            None
+        };
+        let band = self.decoder.diagonal_row(i);
+        let left = self.decoder.left_row(i);
+        let mut start = 0;
+        while start < d {
+            let end = d.min(start + CHUNK);
+            // β += R[i−h,:]ᵀ z_{i−h}, before z_i overwrites z_{i−h} in the same slot; up to three
+            // rows of β per pass.
+            if let Some(right) = right {
+                let oldest = part(self.ring, slot, d, start, end);
+                let mut rows = self
+                    .beta
+                    .chunks_exact_mut(d)
+                    .zip(right.iter())
+                    .map(|(row, c)| (c, row.get_mut(start..end).unwrap_or(&mut [])))
+                    .fuse();
+                loop {
+                    match (rows.next(), rows.next(), rows.next()) {
+                        (Some((a, x)), Some((b, w)), Some((c, v))) => {
+                            for (((x, w), v), &z) in
+                                x.iter_mut().zip(w.iter_mut()).zip(v.iter_mut()).zip(oldest)
+                            {
+                                *x += a * z;
+                                *w += b * z;
+                                *v += c * z;
+                            }
+                        }
+                        (Some((a, x)), Some((b, w)), None) => {
+                            for ((x, w), &z) in x.iter_mut().zip(w.iter_mut()).zip(oldest) {
+                                *x += a * z;
+                                *w += b * z;
+                            }
+                        }
+                        (Some((a, x)), None, _) => {
+                            for (x, &z) in x.iter_mut().zip(oldest) {
+                                *x += a * z;
+                            }
+                        }
+                        _ => break,
                     }
                 }
             }
-        }
-        let current = row_mut(self.ring, slot, d);
-        self.noise.fill_standard_normal(i as u64, 0, current);
-        // The noise scale is folded into the coefficients: each term is one pass over `d` floats,
-        // and the first one (the main diagonal, never absent) writes `y` instead of adding to it.
-        let scale = self.noise_scale;
-        let Some(band) = self.decoder.diagonal_row(i) else {
-            y.fill(0.0); // unreachable: the blob has n rows of h coefficients
-            self.step += 1;
-            return;
-        };
-        let mut band = band.iter();
-        let main = band.next().unwrap_or(0.0) * scale;
-        for (out, &z) in y.iter_mut().zip(row(self.ring, slot, d)) {
-            *out = main * z;
-        }
-        for (k, coefficient) in (1..=i.min(h - 1)).zip(band) {
-            let c = coefficient * scale;
-            for (out, &z) in y.iter_mut().zip(row(self.ring, (i - k) % h, d)) {
-                *out += c * z;
+            let current = part_mut(self.ring, slot, d, start, end);
+            self.noise
+                .fill_standard_normal(i as u64, self.offset + start as u64, current);
+            // y = Σ_k D[i,k] z_{i−k} + L[i,:] β: the main diagonal (k = 0, never absent) writes y,
+            // every other term adds to it.
+            let y = y.get_mut(start..end).unwrap_or(&mut []);
+            let mut band = band.iter().flat_map(|row| row.iter());
+            let main = band.next().unwrap_or(0.0) * scale;
+            for (out, &z) in y.iter_mut().zip(part(self.ring, slot, d, start, end)) {
+                *out = main * z;
             }
-        }
-        if let Some(left) = self.decoder.left_row(i) {
-            for (q, coefficient) in left.iter().enumerate().take(r) {
-                let c = coefficient * scale;
-                for (out, &b) in y.iter_mut().zip(row(self.beta, q, d)) {
-                    *out += c * b;
+            let ring = &*self.ring;
+            let beta = &*self.beta;
+            let band_terms = (1..=i.min(h - 1))
+                .zip(band)
+                .map(|(k, c)| (c * scale, part(ring, (i - k) % h, d, start, end)));
+            let left_terms = left
+                .iter()
+                .flat_map(|row| row.iter())
+                .take(r)
+                .enumerate()
+                .map(|(q, c)| (c * scale, part(beta, q, d, start, end)));
+            let mut terms = band_terms.chain(left_terms).fuse();
+            // Up to four terms per pass over the chunk: a few memory streams at once use the
+            // memory system better than one (more would contend for cache sets), and each
+            // coordinate still adds its terms one by one, in order.
+            loop {
+                match (terms.next(), terms.next(), terms.next(), terms.next()) {
+                    (Some((a, x)), Some((b, w)), Some((c, v)), Some((e, u))) => {
+                        for ((((out, &x), &w), &v), &u) in y.iter_mut().zip(x).zip(w).zip(v).zip(u)
+                        {
+                            *out = (((*out + a * x) + b * w) + c * v) + e * u;
+                        }
+                    }
+                    (Some((a, x)), Some((b, w)), Some((c, v)), None) => {
+                        for (((out, &x), &w), &v) in y.iter_mut().zip(x).zip(w).zip(v) {
+                            *out = ((*out + a * x) + b * w) + c * v;
+                        }
+                    }
+                    (Some((a, x)), Some((b, w)), None, _) => {
+                        for ((out, &x), &w) in y.iter_mut().zip(x).zip(w) {
+                            *out = (*out + a * x) + b * w;
+                        }
+                    }
+                    (Some((a, x)), None, _, _) => {
+                        for (out, &x) in y.iter_mut().zip(x) {
+                            *out += a * x;
+                        }
+                    }
+                    _ => break,
                 }
             }
+            if let Some((input, clip)) = input {
+                let sum = self.sum.get_mut(start..end).unwrap_or(&mut []);
+                let x = input.get(start..end).unwrap_or(&[]);
+                for ((s, &x), out) in sum.iter_mut().zip(x).zip(y.iter_mut()) {
+                    *s += clip * x;
+                    *out += *s;
+                }
+            }
+            start = end;
         }
         self.step += 1;
+    }
+}
+
+/// The raw state, for [`checkpoint`](crate::checkpoint) only.
+impl<'m, N: NoiseSource> Stream<'m, '_, N> {
+    pub(crate) fn decoder(&self) -> &BandedLowRank<'m> {
+        &self.decoder
+    }
+
+    /// `σ·ζ·sens`, as the stream applies it (`f32`).
+    pub(crate) fn noise_scale(&self) -> f32 {
+        self.noise_scale
+    }
+
+    pub(crate) fn whole_row(&self) -> bool {
+        self.whole_row
+    }
+
+    /// The ring of the last `h` noise rows, `β` and the running sum.
+    pub(crate) fn state(&self) -> (&[f32], &[f32], &[f32]) {
+        (self.ring, self.beta, self.sum)
+    }
+
+    pub(crate) fn state_mut(&mut self) -> (&mut u32, &mut [f32], &mut [f32], &mut [f32]) {
+        (&mut self.step, self.ring, self.beta, self.sum)
+    }
+
+    pub(crate) fn noise_mut(&mut self) -> &mut N {
+        &mut self.noise
     }
 }
 

@@ -7,12 +7,14 @@ use indicatif::{ProgressBar, ProgressStyle};
 use mfc_compiler::Error;
 use mfc_compiler::blob::{self, BlobOptions};
 use mfc_compiler::calibrate::{epsilon_for_noise_multiplier, noise_multiplier_for};
+use mfc_compiler::fft::{FftKind, FftOptions, compile_fft};
 use mfc_compiler::mechanism::{CompileOptions, compile};
 use mfc_compiler::multi_epoch::MultiEpochOptions;
 use mfc_compiler::optimize::{OptimizeOptions, Progress};
 use mfc_compiler::participation::Participation;
 use mfc_compiler::report::CompileReport;
 use mfc_compiler::stamp::choose_stamps;
+use mfc_compiler::toeplitz::{compile_blt, optimize_blt};
 use mfc_compiler::workload::{self, Schedule, Workload};
 use mfc_formats::{Calibration, PrivacyTarget};
 
@@ -41,6 +43,19 @@ pub struct Args {
     /// Number of steps n (the horizon); for an .npy workload it must match the matrix.
     #[arg(long)]
     steps: Option<usize>,
+    /// The decoder form: `banded` (banded plus low rank, any workload); `blt` (buffered linear
+    /// Toeplitz, prefix sums: `--buffers` buffers per coordinate, no dependence on the horizon);
+    /// `fft` or `fft-optimal` (the FFT mechanism or its optimal decoder, prefix sums, blocks of
+    /// n/--stamps steps; no optimization).
+    #[arg(long, default_value = "banded")]
+    form: String,
+    /// BLT: buffers per coordinate.
+    #[arg(long, default_value_t = 4)]
+    buffers: usize,
+    /// BLT: the horizon the sensitivity covers and the runtime stops at (default: --steps, the
+    /// horizon the parameters are optimized for).
+    #[arg(long)]
+    horizon: Option<usize>,
     /// h: diagonals of the decoder kept exactly (≥ 1).
     #[arg(long, default_value_t = 4)]
     band: usize,
@@ -171,6 +186,19 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         _ => Participation::Single,
     };
 
+    match args.form.as_str() {
+        "banded" => {}
+        "blt" => return run_blt(&args, &workload, steps, participation, calibration, started),
+        "fft" | "fft-optimal" => {
+            return run_fft(&args, &workload, steps, participation, calibration, started);
+        }
+        other => {
+            return Err(Error::InvalidOption(format!(
+                "unknown form `{other}` (expected `banded`, `blt`, `fft` or `fft-optimal`)"
+            ))
+            .into());
+        }
+    }
     let bar = ProgressBar::new_spinner();
     bar.set_style(ProgressStyle::with_template("{spinner} {elapsed} {msg}")?);
     let mut on_progress = |p: &Progress| {
@@ -210,12 +238,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             calibration,
         },
     )?;
-    std::fs::write(&args.out, &blob).map_err(|e| {
-        Error::Io(std::io::Error::new(
-            e.kind(),
-            format!("{}: {e}", args.out.display()),
-        ))
-    })?;
+    write_blob(&args.out, &blob)?;
 
     let mut report = CompileReport::new(
         args.workload.clone(),
@@ -230,6 +253,148 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{report}");
+    }
+    Ok(())
+}
+
+fn write_blob(path: &std::path::Path, blob: &[u8]) -> Result<(), Error> {
+    std::fs::write(path, blob).map_err(|e| {
+        Error::Io(std::io::Error::new(
+            e.kind(),
+            format!("{}: {e}", path.display()),
+        ))
+    })
+}
+
+/// `mfc compile --form blt`: optimize the BLT for `--steps`, round it, compute the sensitivity
+/// over `--horizon`, write the blob and report.
+fn run_blt(
+    args: &Args,
+    workload: &Workload,
+    steps: usize,
+    participation: Participation,
+    calibration: Option<Calibration>,
+    started: Instant,
+) -> Result<(), Box<dyn std::error::Error>> {
+    if !matches!(workload, Workload::PrefixSum) {
+        return Err(Error::InvalidOption("the BLT form releases prefix sums only".into()).into());
+    }
+    let blt = optimize_blt(steps, args.buffers, &participation)?;
+    let compiled = compile_blt(&blt, steps, args.horizon.unwrap_or(steps), &participation)?;
+    let blob = blob::encode_blt(
+        &compiled,
+        &BlobOptions {
+            clip_norm: args.clip_norm,
+            calibration,
+        },
+    )?;
+    write_blob(&args.out, &blob)?;
+    let report = serde_json::json!({
+        "workload": args.workload,
+        "form": "blt",
+        "buffers": args.buffers,
+        "steps": steps,
+        "horizon": compiled.horizon,
+        "theta": compiled.blt.theta,
+        "omega": compiled.blt.omega,
+        "sqrt_loss": compiled.sqrt_loss,
+        "sensitivity": compiled.sensitivity,
+        "sensitivity_method": format!("{:?}", compiled.sensitivity_method),
+        "step_stddev": compiled.per_step_variance.iter().map(|v| v.sqrt()).collect::<Vec<_>>(),
+        "noise_multiplier": calibration.map(|c| c.noise_multiplier),
+        "runtime_floats_per_coordinate": args.buffers + 1,
+        "blob_bytes": blob.len(),
+        "out": args.out.display().to_string(),
+        "seconds": started.elapsed().as_secs_f64(),
+    });
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "BLT, {} buffers, optimized for n = {steps}: sqrt(L) = {:.4}; sensitivity over {} steps {:.9} ({:?})",
+            args.buffers,
+            compiled.sqrt_loss,
+            compiled.horizon,
+            compiled.sensitivity,
+            compiled.sensitivity_method
+        );
+        println!(
+            "runtime memory      (m + 1)·d = {}·d floats, for any number of steps",
+            args.buffers + 1
+        );
+        println!(
+            "blob                {} bytes -> {}",
+            blob.len(),
+            args.out.display()
+        );
+    }
+    Ok(())
+}
+
+/// `mfc compile --form fft|fft-optimal`: the FFT mechanism (001 §4, App. K), stamped.
+fn run_fft(
+    args: &Args,
+    workload: &Workload,
+    steps: usize,
+    participation: Participation,
+    calibration: Option<Calibration>,
+    started: Instant,
+) -> Result<(), Box<dyn std::error::Error>> {
+    if !matches!(workload, Workload::PrefixSum) {
+        return Err(Error::InvalidOption("the FFT form releases prefix sums only".into()).into());
+    }
+    let kind = if args.form == "fft" {
+        FftKind::Circulant
+    } else {
+        FftKind::OptimalDecoder
+    };
+    let compiled = compile_fft(&FftOptions {
+        steps,
+        stamps: parse_number(&args.stamps, "--stamps (a number for the FFT form)")?,
+        kind,
+        participation,
+    })?;
+    let blob = blob::encode_fft(
+        &compiled,
+        &BlobOptions {
+            clip_norm: args.clip_norm,
+            calibration,
+        },
+    )?;
+    write_blob(&args.out, &blob)?;
+    let report = serde_json::json!({
+        "workload": args.workload,
+        "form": args.form,
+        "steps": steps,
+        "block": compiled.block,
+        "stamps": compiled.stamps,
+        "sqrt_loss": compiled.sqrt_loss,
+        "sensitivity": compiled.sensitivity,
+        "sensitivity_method": format!("{:?}", compiled.sensitivity_method),
+        "generator_residual": compiled.generator_residual,
+        "step_stddev": compiled.per_step_variance.iter().map(|v| v.sqrt()).collect::<Vec<_>>(),
+        "noise_multiplier": calibration.map(|c| c.noise_multiplier),
+        "blob_bytes": blob.len(),
+        "out": args.out.display().to_string(),
+        "seconds": started.elapsed().as_secs_f64(),
+    });
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "FFT {:?}, n = {steps} as {} block(s) of {}: sqrt(L) = {:.4}; sensitivity {:.9} ({:?})",
+            kind,
+            compiled.stamps,
+            compiled.block,
+            compiled.sqrt_loss,
+            compiled.sensitivity,
+            compiled.sensitivity_method
+        );
+        println!(
+            "blob                {} bytes -> {}",
+            blob.len(),
+            args.out.display()
+        );
     }
     Ok(())
 }

@@ -42,14 +42,33 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         } => format!("(k, b) = ({max_participations}, {min_separation})"),
         _ => "unknown".to_string(),
     };
-    let (form, band, rank, table_bytes) = match m.decoder {
+    // (form, its parameters, table bytes, runtime floats per coordinate, (h, r) if banded).
+    let (form, detail, table_bytes, ram, banded) = match m.decoder {
         Decoder::BandedLowRank(d) => (
             "banded+low-rank",
-            d.band,
-            d.rank,
+            format!("(h, r) = ({}, {})", d.band, d.rank),
             d.diagonals.as_bytes().len() + d.left.as_bytes().len() + d.right.as_bytes().len(),
+            (d.band + d.rank + 1) as usize,
+            Some((d.band, d.rank)),
         ),
-        _ => ("unknown", 0, 0, 0),
+        Decoder::Fft(d) => (
+            "fft",
+            format!(
+                "{:?}, block m = {}, stamps s = {}",
+                d.kind, d.block, d.stamps
+            ),
+            d.kernel.as_bytes().len() + d.generator.as_bytes().len(),
+            d.block as usize + 2,
+            None,
+        ),
+        Decoder::Blt(d) => (
+            "blt",
+            format!("{} buffers", d.buffers()),
+            d.theta.as_bytes().len() + d.omega.as_bytes().len(),
+            d.buffers() + 1,
+            None,
+        ),
+        _ => ("unknown", String::new(), 0, 0, None),
     };
     let report = json!({
         "file": args.blob.display().to_string(),
@@ -72,10 +91,11 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         "max_step_stddev": h.error.max_step_stddev,
         "final_step_stddev": h.error.final_step_stddev,
         "decoder": form,
-        "band": band,
-        "rank": rank,
+        "decoder_parameters": detail,
+        "band": banded.map(|(h, _)| h),
+        "rank": banded.map(|(_, r)| r),
         "table_bytes": table_bytes,
-        "runtime_floats_per_coordinate": band + rank + 1,
+        "runtime_floats_per_coordinate": ram,
     });
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -114,8 +134,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         h.error.max_step_stddev, h.error.final_step_stddev
     );
     println!(
-        "decoder             {form}, (h, r) = ({band}, {rank}), {table_bytes} table bytes; runtime RAM {}·d floats",
-        band + rank + 1
+        "decoder             {form}, {detail}, {table_bytes} table bytes; runtime RAM {ram}·d floats"
     );
     Ok(())
 }

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The telemetry firmware (examples/firmware) under QEMU (mps2-an386, Cortex-M4F): its releases
+# must equal the host reference bit for bit, and a build with a corrupted blob must report the
+# error and exit with code 2 — not 0, not hang (timeout: 124), not fault (3) or panic (101).
+# Needs qemu-system-arm and the thumbv7em-none-eabihf target (.ci/run installs them).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+fw=examples/firmware
+logs=target/firmware
+mkdir -p "$logs"
+qemu=(timeout 60 qemu-system-arm -machine mps2-an386 -cpu cortex-m4 -nographic
+      -semihosting-config enable=on,target=native -kernel)
+
+echo "-- build (thumbv7em-none-eabihf, opt-level s, LTO)"
+(cd "$fw" && cargo build --release --bin telemetry)
+(cd "$fw" && cargo build --release --bin telemetry --features corrupt-blob --target-dir target/corrupt)
+(cd "$fw" && cargo build --release --bin telemetry --features defmt --target-dir target/defmt)
+elf=$fw/target/thumbv7em-none-eabihf/release/telemetry
+corrupt=$fw/target/corrupt/thumbv7em-none-eabihf/release/telemetry
+arm-none-eabi-size "$elf" "$corrupt" "$fw/target/defmt/thumbv7em-none-eabihf/release/telemetry"
+
+echo "-- run under QEMU"
+status=0
+"${qemu[@]}" "$elf" >"$logs/telemetry.log" || status=$?
+head -n 3 "$logs/telemetry.log"
+echo "..."
+tail -n 3 "$logs/telemetry.log"
+if [ "$status" -ne 0 ]; then
+  echo "firmware exited with $status (expected 0)" >&2
+  exit 1
+fi
+
+echo "-- compare with the host reference"
+MFC_FIRMWARE_LOG="$PWD/$logs/telemetry.log" \
+  cargo test --release -p mfc-tests --test firmware -- --nocapture
+
+echo "-- the corrupted blob must be refused with exit code 2"
+status=0
+"${qemu[@]}" "$corrupt" >"$logs/corrupt.log" 2>&1 || status=$?
+cat "$logs/corrupt.log"
+if [ "$status" -ne 2 ] || ! grep -q "blob checksum mismatch" "$logs/corrupt.log"; then
+  echo "corrupted-blob firmware exited with $status (expected 2 and a checksum error)" >&2
+  exit 1
+fi
+echo "corrupted blob refused, exit code $status"
+
+echo "-- the defmt build, if defmt-print is installed (cargo install defmt-print --locked)"
+if command -v defmt-print >/dev/null; then
+  defmt_elf=$fw/target/defmt/thumbv7em-none-eabihf/release/telemetry
+  ( set -o pipefail; "${qemu[@]}" "$defmt_elf" | defmt-print -e "$defmt_elf" >"$logs/defmt.log" )
+  tail -n 1 "$logs/defmt.log"
+  grep -q "done: 64 steps released" "$logs/defmt.log"
+else
+  echo "defmt-print not installed: the defmt build was built, not run"
+fi

@@ -1,0 +1,152 @@
+//! The program whose code size the budget table reports (`budget.sh`): it loads the embedded
+//! blob, runs the whole stream on deterministic inputs (with `size-checkpoint`: checkpointing
+//! every step and restoring once) and reports an error by exit code, or through defmt with the
+//! `defmt` feature. With `size-baseline` the same skeleton runs without the runtime; the runtime's
+//! size is the difference, so startup code, the blob and the logger are not counted.
+//!
+//! Its panic handler only exits: the runtime's panic paths (there should be none reachable) are
+//! counted by their code, not by a formatter.
+#![no_std]
+#![no_main]
+
+use core::hint::black_box;
+
+use cortex_m_rt::{ExceptionFrame, entry, exception};
+
+#[allow(dead_code)]
+mod config {
+    include!(concat!(env!("OUT_DIR"), "/config.rs"));
+}
+#[allow(dead_code)]
+#[path = "../scenario.rs"]
+mod scenario;
+
+// cortex-m provides the critical section that defmt's logger takes.
+use cortex_m as _;
+#[cfg(feature = "defmt")]
+use defmt_semihosting as _;
+
+use config::DIM;
+
+static BLOB: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/blob.mfc"));
+
+#[entry]
+fn main() -> ! {
+    let code = match run() {
+        Ok(checksum) => {
+            black_box(checksum);
+            0
+        }
+        Err(e) => {
+            #[cfg(feature = "defmt")]
+            defmt::error!("{}", e);
+            #[cfg(not(feature = "defmt"))]
+            black_box(&e);
+            2
+        }
+    };
+    semihosting::process::exit(code)
+}
+
+#[cfg(not(feature = "size-baseline"))]
+type Failure = mfc_runtime::Error;
+#[cfg(feature = "size-baseline")]
+type Failure = u32;
+
+#[cfg(not(feature = "size-baseline"))]
+fn run() -> Result<u32, Failure> {
+    use mfc_runtime::{ReleaseCounter, Stream, epoch_noise};
+    #[cfg(feature = "size-checkpoint")]
+    let (mechanism, blob) = mfc_runtime::BlobFingerprint::load(black_box(BLOB))?;
+    #[cfg(not(feature = "size-checkpoint"))]
+    let mechanism = mfc_runtime::Mechanism::from_bytes(black_box(BLOB))?;
+    let counter = ReleaseCounter::FACTORY.cold_start()?;
+    let mut workspace = [0.0f32; config::WORKSPACE];
+    let noise = epoch_noise(&scenario::ROOT_SECRET, &counter)?;
+    #[cfg(feature = "size-no-noise")]
+    let noise = NoSampler(black_box(noise).is_some_key());
+    let mut stream = Stream::new(mechanism, DIM, &mut workspace, noise)?;
+    #[cfg(feature = "size-checkpoint")]
+    let (mut counter, mut slot) = (counter, [0u8; 68 + 4 * config::WORKSPACE]);
+    let mut input = [0.0f32; DIM];
+    let mut release = [0.0f32; DIM];
+    let mut checksum = 0u32;
+    for step in 0..stream.horizon() {
+        scenario::events(step, &mut input);
+        stream.step(black_box(&input), &mut release)?;
+        #[cfg(feature = "size-checkpoint")]
+        {
+            stream.checkpoint(&blob, &counter, &mut slot)?;
+            counter.record(&stream)?;
+        }
+        checksum = release
+            .iter()
+            .fold(checksum, |c, x| c.rotate_left(5) ^ x.to_bits());
+    }
+    #[cfg(feature = "size-checkpoint")]
+    {
+        drop(stream);
+        let noise = epoch_noise(&scenario::ROOT_SECRET, &counter)?;
+        let mut stream = Stream::new(mechanism, DIM, &mut workspace, noise)?;
+        stream.restore(&blob, black_box(&slot), &counter)?;
+        checksum ^= stream.steps_released();
+    }
+    Ok(checksum)
+}
+
+/// The same skeleton without the runtime: the blob is read (so it stays in flash), the inputs
+/// are made and folded into the checksum.
+#[cfg(feature = "size-baseline")]
+fn run() -> Result<u32, Failure> {
+    let blob = black_box(BLOB);
+    let mut checksum = blob
+        .iter()
+        .fold(0u32, |c, &b| c.rotate_left(3) ^ u32::from(b));
+    let mut input = [0.0f32; DIM];
+    for step in 0..config::STEPS {
+        scenario::events(step, &mut input);
+        checksum = black_box(&input)
+            .iter()
+            .fold(checksum, |c, x| c.rotate_left(5) ^ x.to_bits());
+    }
+    if black_box(checksum) == 0 {
+        return Err(black_box(1));
+    }
+    Ok(checksum)
+}
+
+/// Measurement only (`size-no-noise`): a "noise source" without a sampler or a generator, so
+/// that the size difference to the real build is the noise path. Its output is not noise.
+#[cfg(feature = "size-no-noise")]
+struct NoSampler(bool);
+
+#[cfg(feature = "size-no-noise")]
+trait IsSomeKey {
+    fn is_some_key(&self) -> bool;
+}
+
+#[cfg(feature = "size-no-noise")]
+impl IsSomeKey for mfc_runtime::ChaChaNoise {
+    fn is_some_key(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(feature = "size-no-noise")]
+impl mfc_runtime::NoiseSource for NoSampler {
+    fn fill_standard_normal(&mut self, step: u64, offset: u64, out: &mut [f32]) {
+        for (k, x) in out.iter_mut().enumerate() {
+            *x = black_box((step + offset + k as u64) as u32 as f32 * f32::from(u8::from(self.0)));
+        }
+    }
+}
+
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
+    semihosting::process::exit(101)
+}
+
+#[exception]
+unsafe fn HardFault(_frame: &ExceptionFrame) -> ! {
+    semihosting::process::exit(3)
+}

@@ -1,0 +1,163 @@
+//! The one logging shim of the firmware: semihosting text (the default, compared with the host
+//! reference line by line) or defmt (`defmt` feature, decoded by `defmt-print`). Nothing else in
+//! the firmware prints, and the runtime itself never logs.
+
+use mfc_runtime::Error;
+
+/// Ends the program with `code` as QEMU's exit status.
+pub fn exit(code: i32) -> ! {
+    semihosting::process::exit(code)
+}
+
+/// The figures of a `bench` run; times are SysTick ticks (see `budget.sh` for instructions).
+#[cfg(feature = "bench")]
+pub struct Bench {
+    pub steps: u32,
+    pub dim: usize,
+    pub band_rank: (u32, u32),
+    pub workspace_floats: usize,
+    pub stream_bytes: usize,
+    pub load: u64,
+    pub stepping: u64,
+    pub checkpointing: u64,
+    pub restoring: u64,
+    pub empty: u64,
+    pub stack_bytes: usize,
+    pub checksum: u32,
+}
+
+#[cfg(not(feature = "defmt"))]
+mod text {
+    use core::fmt::{self, Write};
+
+    use super::Error;
+    use crate::scenario::write_release;
+
+    /// A line assembled on the stack (no allocator on the device).
+    struct Line {
+        buffer: [u8; 256],
+        len: usize,
+    }
+
+    impl Write for Line {
+        fn write_str(&mut self, s: &str) -> fmt::Result {
+            let end = self.len + s.len();
+            let room = self.buffer.get_mut(self.len..end).ok_or(fmt::Error)?;
+            room.copy_from_slice(s.as_bytes());
+            self.len = end;
+            Ok(())
+        }
+    }
+
+    pub fn error(e: Error) {
+        semihosting::eprintln!("error: {e}");
+    }
+
+    pub fn banner(crc: u32, steps: u32, dim: usize, epoch: u64) {
+        semihosting::println!(
+            "mfc telemetry firmware: blob CRC-32 {crc:#010x}, n = {steps}, d = {dim}, epoch {epoch}"
+        );
+    }
+
+    pub fn release(step: u32, release: &[f32]) {
+        let mut line = Line {
+            buffer: [0; 256],
+            len: 0,
+        };
+        if write_release(&mut line, step, release).is_ok() {
+            let text = core::str::from_utf8(&line.buffer[..line.len]).unwrap_or("");
+            semihosting::println!("{text}");
+        } else {
+            semihosting::println!("release {step}: line too long");
+        }
+    }
+
+    pub fn refused(e: Error) {
+        semihosting::println!("reboot: older checkpoint refused: {e}");
+    }
+
+    pub fn restored(step: u32) {
+        semihosting::println!("reboot: restored the newest checkpoint at step {step}");
+    }
+
+    pub fn done(steps: u32) {
+        semihosting::println!("done: {steps} steps released");
+    }
+
+    #[cfg(feature = "bench")]
+    pub fn bench(b: &super::Bench) {
+        semihosting::println!(
+            "bench h={} r={} d={} steps={} workspace_floats={} stream_bytes={} stack_bytes={} ticks: load={} step_total={} checkpoint_total={} restore={} empty={} checksum={:08x}",
+            b.band_rank.0,
+            b.band_rank.1,
+            b.dim,
+            b.steps,
+            b.workspace_floats,
+            b.stream_bytes,
+            b.stack_bytes,
+            b.load,
+            b.stepping,
+            b.checkpointing,
+            b.restoring,
+            b.empty,
+            b.checksum
+        );
+    }
+}
+
+#[cfg(feature = "defmt")]
+mod text {
+    use super::Error;
+    use defmt_semihosting as _;
+
+    pub fn error(e: Error) {
+        defmt::error!("{}", e);
+    }
+
+    pub fn banner(crc: u32, steps: u32, dim: usize, epoch: u64) {
+        defmt::info!(
+            "mfc telemetry firmware: blob CRC-32 {=u32:#x}, n = {=u32}, d = {=usize}, epoch {=u64}",
+            crc,
+            steps,
+            dim,
+            epoch
+        );
+    }
+
+    pub fn release(step: u32, release: &[f32]) {
+        defmt::info!("release {=u32}: {=[?]}", step, release);
+    }
+
+    pub fn refused(e: Error) {
+        defmt::info!("reboot: older checkpoint refused: {}", e);
+    }
+
+    pub fn restored(step: u32) {
+        defmt::info!(
+            "reboot: restored the newest checkpoint at step {=u32}",
+            step
+        );
+    }
+
+    pub fn done(steps: u32) {
+        defmt::info!("done: {=u32} steps released", steps);
+    }
+
+    #[cfg(feature = "bench")]
+    pub fn bench(b: &super::Bench) {
+        defmt::info!(
+            "bench h={=u32} r={=u32} d={=usize} steps={=u32} stack_bytes={=usize} ticks: step_total={=u64} checkpoint_total={=u64} restore={=u64} empty={=u64}",
+            b.band_rank.0,
+            b.band_rank.1,
+            b.dim,
+            b.steps,
+            b.stack_bytes,
+            b.stepping,
+            b.checkpointing,
+            b.restoring,
+            b.empty
+        );
+    }
+}
+
+pub use text::*;

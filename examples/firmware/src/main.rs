@@ -1,0 +1,191 @@
+//! A telemetry counter on a Cortex-M4F: four event counters, released as differentially private
+//! running totals every step by the mfc runtime, from a blob embedded in flash.
+//!
+//! The device follows the runtime's checkpoint rules (`mfc_runtime::checkpoint`): it cold-starts
+//! epoch 1 (the release counter is persisted before the key is derived), and every step runs
+//! *step → checkpoint → count → emit*. After [`REBOOT_AFTER`] steps it simulates a reboot: the
+//! stream and its RAM are dropped, an older checkpoint is shown to be refused as stale, and the
+//! newest one is restored; the releases that follow must equal the uninterrupted stream's, which
+//! the host reference (`tests/tests/firmware.rs`) checks bit for bit. "Flash" and the monotonic
+//! counter are simulated in RAM: QEMU keeps no state across runs.
+//!
+//! Exit codes (through semihosting): 0 success, 2 a runtime error (e.g. the `corrupt-blob`
+//! build), 3 a hard fault, 101 a panic. With the `bench` feature it prints instruction counts
+//! instead (see `budget.sh`).
+#![no_std]
+#![no_main]
+// The bench build uses the loggers and the scenario only in part.
+#![cfg_attr(feature = "bench", allow(dead_code, unused_imports))]
+
+// cortex-m provides the critical section that defmt's logger takes.
+use cortex_m as _;
+use cortex_m_rt::{ExceptionFrame, entry, exception};
+use mfc_runtime::{BlobFingerprint, Error, ReleaseCounter, Stream, epoch_noise};
+
+#[allow(dead_code)]
+mod config {
+    include!(concat!(env!("OUT_DIR"), "/config.rs"));
+}
+mod log;
+#[allow(dead_code)]
+mod scenario;
+#[cfg(feature = "bench")]
+mod systick;
+
+use config::{DIM, WORKSPACE};
+use scenario::{REBOOT_AFTER, ROOT_SECRET, STALE_AFTER, events};
+
+/// The mechanism, in flash: `telemetry.mfc` (see `README.md` for the command that made it).
+static BLOB: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/blob.mfc"));
+
+/// Bytes of a checkpoint slot: `14 + 50 + 4·(h + r + 1)·d + 4`.
+const SLOT: usize = 68 + 4 * WORKSPACE;
+
+/// What survives a reboot: the release counter (monotonic storage) and two checkpoint slots
+/// (flash). Simulated in RAM.
+struct Persistent {
+    counter: ReleaseCounter,
+    newest: [u8; SLOT],
+    older: [u8; SLOT],
+}
+
+#[entry]
+fn main() -> ! {
+    match run() {
+        Ok(()) => log::exit(0),
+        Err(e) => {
+            log::error(e);
+            log::exit(2)
+        }
+    }
+}
+
+#[cfg(not(feature = "bench"))]
+fn run() -> Result<(), Error> {
+    let (mechanism, blob) = BlobFingerprint::load(BLOB)?;
+    let mut storage = Persistent {
+        counter: ReleaseCounter::FACTORY,
+        newest: [0; SLOT],
+        older: [0; SLOT],
+    };
+    // Cold start: a new epoch, persisted before its key exists.
+    storage.counter = storage.counter.cold_start()?;
+    log::banner(
+        blob.crc32(),
+        mechanism.steps(),
+        DIM,
+        storage.counter.epoch(),
+    );
+
+    let mut workspace = [0.0f32; WORKSPACE];
+    let mut input = [0.0f32; DIM];
+    let mut release = [0.0f32; DIM];
+    let mut step = 0;
+    {
+        let noise = epoch_noise(&ROOT_SECRET, &storage.counter)?;
+        let mut stream = Stream::new(mechanism, DIM, &mut workspace, noise)?;
+        while step < REBOOT_AFTER {
+            events(step, &mut input);
+            stream.step(&input, &mut release)?;
+            stream.checkpoint(&blob, &storage.counter, &mut storage.newest)?;
+            storage.counter.record(&stream)?;
+            if step + 1 == STALE_AFTER {
+                storage.older = storage.newest;
+            }
+            log::release(step, &release);
+            step += 1;
+        }
+    }
+    // Reboot: RAM is gone (poisoned here), the counter and the slots remain.
+    workspace.fill(f32::NAN);
+    let (mechanism, blob) = BlobFingerprint::load(BLOB)?;
+    let noise = epoch_noise(&ROOT_SECRET, &storage.counter)?;
+    let mut stream = Stream::new(mechanism, DIM, &mut workspace, noise)?;
+    match stream.restore(&blob, &storage.older, &storage.counter) {
+        Err(e @ Error::StaleCheckpoint { .. }) => log::refused(e),
+        Err(e) => return Err(e),
+        Ok(()) => return Err(Error::StreamAlreadyStarted), // a stale checkpoint must not load
+    }
+    stream.restore(&blob, &storage.newest, &storage.counter)?;
+    // The step to continue from comes from the checkpoint, not from RAM.
+    let mut step = stream.steps_released();
+    log::restored(step);
+    while step < stream.horizon() {
+        events(step, &mut input);
+        stream.step(&input, &mut release)?;
+        stream.checkpoint(&blob, &storage.counter, &mut storage.newest)?;
+        storage.counter.record(&stream)?;
+        log::release(step, &release);
+        step += 1;
+    }
+    log::done(step);
+    Ok(())
+}
+
+/// The budget run: instructions (SysTick under `qemu -icount`) for loading the blob, a step, a
+/// checkpoint and a restore; nothing is printed between the marks.
+#[cfg(feature = "bench")]
+fn run() -> Result<(), Error> {
+    use core::hint::black_box;
+    let timer = systick::Timer::start();
+    let t = timer.now();
+    let (mechanism, blob) = BlobFingerprint::load(black_box(BLOB))?;
+    let load = timer.since(t);
+    let mut counter = ReleaseCounter::FACTORY.cold_start()?;
+    let mut workspace = [0.0f32; WORKSPACE];
+    let mut slot = [0u8; SLOT];
+    let mut input = [0.0f32; DIM];
+    let mut release = [0.0f32; DIM];
+    let noise = epoch_noise(&ROOT_SECRET, &counter)?;
+    let mut stream = Stream::new(mechanism, DIM, &mut workspace, noise)?;
+    let steps = stream.horizon();
+    let (mut stepping, mut checkpointing, mut checksum) = (0u64, 0u64, 0u32);
+    let stack = systick::StackProbe::paint();
+    for step in 0..steps {
+        events(step, &mut input);
+        let t = timer.now();
+        stream.step(black_box(&input), &mut release)?;
+        stepping += timer.since(t);
+        let t = timer.now();
+        stream.checkpoint(&blob, &counter, &mut slot)?;
+        checkpointing += timer.since(t);
+        counter.record(&stream)?;
+        checksum = release
+            .iter()
+            .fold(checksum, |c, x| c.rotate_left(5) ^ x.to_bits());
+    }
+    let stack_bytes = stack.used();
+    drop(stream);
+    let noise = epoch_noise(&ROOT_SECRET, &counter)?;
+    let mut stream = Stream::new(mechanism, DIM, &mut workspace, noise)?;
+    let t = timer.now();
+    stream.restore(&blob, black_box(&slot), &counter)?;
+    let restoring = timer.since(t);
+    let empty = timer.overhead();
+    log::bench(&log::Bench {
+        steps,
+        dim: DIM,
+        band_rank: config::BAND_RANK,
+        workspace_floats: WORKSPACE,
+        stream_bytes: core::mem::size_of::<Stream<'_, '_, mfc_runtime::ChaChaNoise>>(),
+        load,
+        stepping,
+        checkpointing,
+        restoring,
+        empty,
+        stack_bytes,
+        checksum,
+    });
+    Ok(())
+}
+
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+    semihosting::eprintln!("panic: {info}");
+    log::exit(101)
+}
+
+#[exception]
+unsafe fn HardFault(_frame: &ExceptionFrame) -> ! {
+    log::exit(3)
+}

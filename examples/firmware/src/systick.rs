@@ -1,0 +1,87 @@
+//! Measuring on the emulator: SysTick clocked from the core counts executed instructions under
+//! `qemu -icount shift=N` (mps2-an386: 25 MHz, so instructions = ticks · 40 / 2^N), and the stack
+//! high-water mark by painting.
+
+use cortex_m::peripheral::{SYST, syst::SystClkSource};
+
+/// SysTick as a free-running 24-bit down-counter of core clock ticks.
+pub struct Timer(SYST);
+
+const MASK: u32 = 0x00ff_ffff;
+
+impl Timer {
+    /// Takes SysTick and starts it from the core clock, without interrupts.
+    pub fn start() -> Self {
+        let Some(peripherals) = cortex_m::Peripherals::take() else {
+            crate::log::exit(4)
+        };
+        let mut syst = peripherals.SYST;
+        syst.set_clock_source(SystClkSource::Core);
+        syst.set_reload(MASK);
+        syst.clear_current();
+        syst.enable_counter();
+        Self(syst)
+    }
+
+    /// The counter now.
+    #[inline(always)]
+    pub fn now(&self) -> u32 {
+        SYST::get_current()
+    }
+
+    /// Ticks since `start` (one interval must stay below 2^24 ticks).
+    #[inline(always)]
+    pub fn since(&self, start: u32) -> u64 {
+        u64::from(start.wrapping_sub(SYST::get_current()) & MASK)
+    }
+
+    /// Ticks of an empty measurement (to subtract per measured interval).
+    pub fn overhead(&self) -> u64 {
+        let t = self.now();
+        self.since(t)
+    }
+}
+
+unsafe extern "C" {
+    /// End of `.bss`/`.data`/`.uninit` (cortex-m-rt's heap start): the stack may grow down to it.
+    static __sheap: u32;
+}
+
+/// The stack below the current frame, painted with a pattern to find how deep it went.
+pub struct StackProbe {
+    bottom: usize,
+    top: usize,
+}
+
+const PAINT: u32 = 0xa5a5_5a5a;
+/// Bytes painted below the current stack pointer (the runtime needs far less).
+const DEPTH: usize = 32 * 1024;
+
+impl StackProbe {
+    /// Paints `DEPTH` bytes below the current stack pointer (keeping 256 bytes for this frame).
+    #[inline(never)]
+    pub fn paint() -> Self {
+        let sp = cortex_m::register::msp::read() as usize;
+        let top = (sp - 256) & !3;
+        let heap = core::ptr::addr_of!(__sheap) as usize; // the address only; never read
+        let bottom = top.saturating_sub(DEPTH).max(heap);
+        let mut at = bottom;
+        while at < top {
+            // Safety: `bottom..top` lies between the end of the static data and the live stack
+            // frames, so it is unused stack memory, word aligned.
+            unsafe { core::ptr::write_volatile(at as *mut u32, PAINT) };
+            at += 4;
+        }
+        Self { bottom, top }
+    }
+
+    /// Bytes of painted stack overwritten since [`paint`](Self::paint), plus the 256 kept.
+    pub fn used(&self) -> usize {
+        let mut at = self.bottom;
+        // Safety: reading back the words painted above, in the same range.
+        while at < self.top && unsafe { core::ptr::read_volatile(at as *const u32) } == PAINT {
+            at += 4;
+        }
+        self.top - at + 256
+    }
+}

@@ -1,0 +1,134 @@
+//! Golden bytes of the BLT decoder form (decoder 2, `SPEC.md`) and its validation: every
+//! truncation and single-bit flip of a BLT blob is rejected without a panic.
+
+use mfc_formats::{
+    Blt, Decoder, Error, ErrorSummary, F32Table, Header, Mechanism, Participation, Sensitivity,
+    SensitivityMethod, Workload, encode_f32s,
+};
+
+/// One buffer: θ = 0.5, ω = −0.25, over 3 steps.
+fn mechanism<'a>(theta: &'a [u8], omega: &'a [u8]) -> Mechanism<'a> {
+    Mechanism {
+        header: Header {
+            workload: Workload::PrefixSum,
+            steps: 3,
+            participation: Participation::Single,
+            sensitivity: Sensitivity {
+                value: 1.0,
+                method: SensitivityMethod::MaxColumnNorm,
+            },
+            clip_norm: 1.0,
+            calibration: None,
+            error: ErrorSummary {
+                sqrt_loss: 2.0,
+                optimal_sqrt_loss: None,
+                max_step_stddev: 1.5,
+                final_step_stddev: 1.5,
+            },
+            generator: "mfc",
+        },
+        decoder: Decoder::Blt(Blt {
+            theta: F32Table::new(theta).unwrap(),
+            omega: F32Table::new(omega).unwrap(),
+        }),
+    }
+}
+
+/// The bytes, annotated as in `SPEC.md` (computed independently with Python's `struct` and
+/// `zlib.crc32`).
+const GOLDEN: &str = concat!(
+    "4d4643424c4f4200", // magic
+    "0100",             // format version 1
+    "0000",             // flags
+    "3d000000",         // payload length 61
+    "00",               // workload: PrefixSum
+    "03",               // steps: 3
+    "00",               // participation: Single
+    "000000000000f03f", // sensitivity.value: 1.0
+    "00",               // sensitivity.method: MaxColumnNorm
+    "000000000000f03f", // clip_norm: 1.0
+    "00",               // calibration: None
+    "0000000000000040", // error.sqrt_loss: 2.0
+    "00",               // error.optimal_sqrt_loss: None
+    "000000000000f83f", // error.max_step_stddev: 1.5
+    "000000000000f83f", // error.final_step_stddev: 1.5
+    "036d6663",         // generator: "mfc"
+    "02",               // decoder: Blt
+    "04",               //   theta: 4 bytes
+    "0000003f",         //     θ = 0.5
+    "04",               //   omega: 4 bytes
+    "000080be",         //     ω = -0.25
+    "6662a44b",         // CRC-32 (zlib.crc32)
+);
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[test]
+fn blt_blob_bytes_are_pinned() {
+    let (t, w) = (encode_f32s([0.5]), encode_f32s([-0.25]));
+    let blob = mechanism(&t, &w).to_vec().unwrap();
+    assert_eq!(hex(&blob), GOLDEN);
+    assert_eq!(blob.len(), 81);
+    assert_eq!(Mechanism::from_bytes(&blob).unwrap(), mechanism(&t, &w));
+}
+
+#[test]
+fn blt_validation_refuses_bad_parameters() {
+    let w = encode_f32s([-0.25]);
+    let field = |field| Error::InvalidField { field };
+    for bad in [0.0f32, 1.0, -0.5, 2.0, f32::NAN] {
+        let t = encode_f32s([bad]);
+        let m = mechanism(&t, &w);
+        assert!(m.validate().is_err(), "θ = {bad}");
+        assert!(m.to_vec().is_err());
+    }
+    let t = encode_f32s([0.5]);
+    let empty = encode_f32s([]);
+    assert_eq!(
+        mechanism(&empty, &empty).validate(),
+        Err(field("decoder.theta"))
+    );
+    let two = encode_f32s([0.5, 0.25]);
+    assert_eq!(
+        mechanism(&t, &two).validate(),
+        Err(Error::TableLength {
+            table: "decoder.omega",
+            expected: 4,
+            found: 8
+        })
+    );
+    let nan = encode_f32s([f32::INFINITY]);
+    assert_eq!(
+        mechanism(&t, &nan).validate(),
+        Err(Error::NonFiniteCoefficient {
+            table: "decoder.omega",
+            index: 0
+        })
+    );
+    let many = encode_f32s(vec![0.5; 65]);
+    assert_eq!(
+        mechanism(&many, &many).validate(),
+        Err(field("decoder.theta"))
+    );
+}
+
+#[test]
+fn every_truncation_and_bit_flip_is_rejected() {
+    let (t, w) = (encode_f32s([0.5]), encode_f32s([-0.25]));
+    let blob = mechanism(&t, &w).to_vec().unwrap();
+    for len in 0..blob.len() {
+        assert!(Mechanism::from_bytes(&blob[..len]).is_err(), "length {len}");
+    }
+    for byte in 0..blob.len() {
+        for bit in 0..8 {
+            let mut flipped = blob.clone();
+            flipped[byte] ^= 1 << bit;
+            assert!(
+                Mechanism::from_bytes(&flipped).is_err(),
+                "byte {byte} bit {bit}"
+            );
+        }
+    }
+}

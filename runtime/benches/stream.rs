@@ -1,0 +1,563 @@
+//! Time per step of the runtime against the floor of drawing the noise alone, and against a dense
+//! replay; peak memory of a d = 10⁶ stream.
+//!
+//! `cargo bench -p mfc-runtime --features insecure-simulation,parallel --bench stream` prints
+//! tables (medians over timed steps, all in one run; the floor and the steps of one row of the
+//! table are timed in turn, repetition by repetition, so the ratios compare like with like):
+//!
+//! - **floor**: one call filling `d` standard normals with the generator (`fill_standard_normal`);
+//! - **(h, r)**: `Stream::step` on a banded-plus-low-rank blob of n = 512 steps with random
+//!   coefficients, after the ring and `β` are warm (step ≥ h): clipping, sum, noise, release;
+//! - **dense n = 64**: the O(n·d) replay a user would write without the factorization — draw
+//!   `z_i`, then `(B z)_i = Σ_{j ≤ i} B[i,j] z_j` from all stored rows — at its last step;
+//! - **state pass (6,6)**: the (6,6) step with a "generator" that writes a constant: the stream's
+//!   own work — its passes over `(h + r + 1)·d` floats of state, input, sum and release — without
+//!   drawing; at d = 10⁶ it is bound by memory bandwidth, and a step costs about floor + this;
+//! - **parallel**: `ParallelStream` with 2 shards on rayon's pool (the machine's cores).
+//!
+//! Times are printed twice: as this thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), which other
+//! processes on a shared machine do not inflate by preempting the benchmark, and as wall-clock
+//! time. On a quiet machine the two agree.
+//!
+//! Peak memory is measured in a child process that builds only one d = 10⁶ stream: its VmHWM
+//! from `/proc/self/status` before and after, and the peak of a counting allocator over the
+//! stream's life (its workspace and release row; the input row is the caller's, allocated first).
+//! `MFC_BENCH_QUICK=1` runs fewer steps; `MFC_BENCH_ONE=h,r,d,steps,g` prints one median only
+//! (g: 0 ChaCha20, 1 simulation, 2 no draw), for comparing builds.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::hint::black_box;
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use mfc_formats::{
+    BandedLowRank, Calibration, Decoder, ErrorSummary, F32Table, Header, Mechanism, Participation,
+    Sensitivity, SensitivityMethod, Workload, encode_f32s,
+};
+use mfc_runtime::parallel::ParallelStream;
+use mfc_runtime::{ChaChaNoise, InsecureSimulationNoise, NoiseSource, Stream};
+
+/// The system allocator, counting the bytes in use and their peak.
+struct Counting;
+
+static IN_USE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// Safety: every call is forwarded to `System` unchanged; the counters only observe sizes.
+#[allow(unsafe_code)]
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        let now = IN_USE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+        PEAK.fetch_max(now, Ordering::Relaxed);
+        // Safety: the caller's layout contract is passed on as is.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+        let now = IN_USE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+        PEAK.fetch_max(now, Ordering::Relaxed);
+        // Safety: as above.
+        unsafe { System.alloc_zeroed(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        IN_USE.fetch_sub(layout.size(), Ordering::Relaxed);
+        // Safety: `ptr` came from `alloc` with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOCATOR: Counting = Counting;
+
+const SEED: [u8; 32] = *b"mfc runtime benchmark seed, 32 b";
+const STEPS: usize = 512;
+const DENSE_STEPS: usize = 64;
+
+/// A small deterministic generator for coefficients and inputs (SplitMix64).
+struct Coefficients(u64);
+
+impl Coefficients {
+    /// Uniform in [-0.5, 0.5).
+    fn next(&mut self) -> f32 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut x = self.0;
+        x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        x ^= x >> 31;
+        (x >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+    }
+}
+
+/// The tables of a banded-plus-low-rank decoder with coefficients shaped like the optimized
+/// prefix-sum decoders (diagonal `k` near the Toeplitz `binom(2k, k)/4^k`, plus noise; small
+/// low-rank factors).
+struct Tables {
+    h: usize,
+    r: usize,
+    diagonals: Vec<u8>,
+    left: Vec<u8>,
+    right: Vec<u8>,
+}
+
+impl Tables {
+    fn new(h: usize, r: usize) -> Self {
+        let mut g = Coefficients((h * 100 + r) as u64);
+        let mut toeplitz = vec![1.0f32; h];
+        for k in 1..h {
+            toeplitz[k] = toeplitz[k - 1] * (2 * k - 1) as f32 / (2 * k) as f32;
+        }
+        let diagonals = encode_f32s((0..STEPS * h).map(|idx| {
+            let (i, k) = (idx / h, idx % h);
+            if k > i {
+                0.0
+            } else {
+                toeplitz[k] * (1.0 + 0.1 * g.next())
+            }
+        }));
+        let left = encode_f32s((0..STEPS * r).map(|_| 0.3 * g.next()));
+        let right = encode_f32s((0..STEPS * r).map(|_| 0.3 * g.next()));
+        Self {
+            h,
+            r,
+            diagonals,
+            left,
+            right,
+        }
+    }
+
+    fn mechanism(&self) -> Mechanism<'_> {
+        Mechanism {
+            header: Header {
+                workload: Workload::PrefixSum,
+                steps: STEPS as u32,
+                participation: Participation::Single,
+                sensitivity: Sensitivity {
+                    value: 1.0,
+                    method: SensitivityMethod::MaxColumnNorm,
+                },
+                clip_norm: 1.0,
+                calibration: Some(Calibration {
+                    noise_multiplier: 1.0,
+                    target: None,
+                }),
+                error: ErrorSummary {
+                    sqrt_loss: 1.0,
+                    optimal_sqrt_loss: None,
+                    max_step_stddev: 1.0,
+                    final_step_stddev: 1.0,
+                },
+                generator: "bench",
+            },
+            decoder: Decoder::BandedLowRank(BandedLowRank {
+                band: self.h as u32,
+                rank: self.r as u32,
+                diagonals: F32Table::new(&self.diagonals).unwrap(),
+                left: F32Table::new(&self.left).unwrap(),
+                right: F32Table::new(&self.right).unwrap(),
+            }),
+        }
+    }
+
+    /// Row `i` of the dense decoder `B̂` (columns `0 ..= i`).
+    fn dense_row(&self, i: usize) -> Vec<f32> {
+        let f = |bytes: &[u8], idx: usize| F32Table::new(bytes).unwrap().get(idx).unwrap();
+        (0..=i)
+            .map(|j| {
+                let k = i - j;
+                if k < self.h {
+                    f(&self.diagonals, i * self.h + k)
+                } else {
+                    (0..self.r)
+                        .map(|q| f(&self.left, i * self.r + q) * f(&self.right, j * self.r + q))
+                        .sum()
+                }
+            })
+            .collect()
+    }
+}
+
+/// Medians in ms of this thread's CPU time (what the step costs, even while other processes
+/// preempt it) and of wall-clock time.
+struct Times<const K: usize> {
+    cpu: [f64; K],
+    wall: [f64; K],
+}
+
+/// CPU time this thread has used: unlike wall-clock time, it does not grow when the scheduler
+/// runs another process (the benchmark machine is shared), so long steps are not penalized by
+/// preemption more than short ones.
+fn thread_cpu() -> Duration {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // Safety: `ts` is a valid, writable timespec for the duration of the call.
+    #[allow(unsafe_code)]
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_THREAD_CPUTIME_ID)");
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+}
+
+/// Median of the durations, in milliseconds.
+fn median_ms(mut times: Vec<Duration>) -> f64 {
+    times.sort();
+    times[times.len() / 2].as_secs_f64() * 1e3
+}
+
+/// Timed repetitions for dimension `d`: enough for a stable median, bounded in time.
+fn repetitions(d: usize, quick: bool) -> usize {
+    let budget = if quick { 2e6 } else { 3e7 };
+    ((budget / d as f64) as usize).clamp(9, STEPS - 12)
+}
+
+fn input_row(d: usize) -> Vec<f32> {
+    let mut g = Coefficients(d as u64);
+    // Norm well above ζ = 1: clipping is active.
+    (0..d).map(|_| g.next()).collect()
+}
+
+/// `Stream::step` after the state is warm, restarting the stream when its horizon is reached:
+/// the median CPU time in ms (for `MFC_BENCH_ONE`).
+fn stream<N: NoiseSource>(tables: &Tables, d: usize, reps: usize, noise: impl Fn() -> N) -> f64 {
+    let m = tables.mechanism();
+    let mut workspace = vec![0.0f32; Stream::<N>::workspace_len(&m, d).unwrap()];
+    let x = input_row(d);
+    let mut release = vec![0.0f32; d];
+    let mut times = Vec::with_capacity(reps);
+    while times.len() < reps {
+        let mut s = Stream::new(m, d, &mut workspace, noise()).unwrap();
+        for _ in 0..=tables.h {
+            s.step(&x, &mut release).unwrap();
+        }
+        while times.len() < reps && s.steps_released() < s.horizon() {
+            let start = thread_cpu();
+            s.step(black_box(&x), black_box(&mut release)).unwrap();
+            times.push(thread_cpu() - start);
+        }
+    }
+    black_box(&release);
+    median_ms(times)
+}
+
+/// Per repetition, in turn: one floor row, one (4,4) step, one (6,6) step and one (6,6) step
+/// without drawing; medians of each. Interleaving keeps the ratios fair when other work on the
+/// machine comes and goes. Returns `[floor, (4,4), (6,6), state pass]` in ms.
+fn interleaved<N: NoiseSource>(
+    tables: &[Tables],
+    d: usize,
+    reps: usize,
+    noise: impl Fn() -> N,
+) -> Times<4> {
+    assert!(
+        reps + 8 <= STEPS,
+        "one stream per shape covers all repetitions"
+    );
+    let (t44, t66) = (&tables[0], &tables[1]);
+    let (m44, m66) = (t44.mechanism(), t66.mechanism());
+    let mut w44 = vec![0.0f32; Stream::<N>::workspace_len(&m44, d).unwrap()];
+    let mut w66 = vec![0.0f32; Stream::<N>::workspace_len(&m66, d).unwrap()];
+    let mut wpass = vec![0.0f32; Stream::<N>::workspace_len(&m66, d).unwrap()];
+    let mut s44 = Stream::new(m44, d, &mut w44, noise()).unwrap();
+    let mut s66 = Stream::new(m66, d, &mut w66, noise()).unwrap();
+    let mut pass = Stream::new(m66, d, &mut wpass, NoDraw).unwrap();
+    let mut generator = noise();
+    let x = input_row(d);
+    let mut release = vec![0.0f32; d];
+    let mut row = vec![0.0f32; d];
+    for _ in 0..=t66.h {
+        s44.step(&x, &mut release).unwrap();
+        s66.step(&x, &mut release).unwrap();
+        pass.step(&x, &mut release).unwrap();
+    }
+    generator.fill_standard_normal(0, 0, &mut row);
+    let mut cpu: [Vec<Duration>; 4] = Default::default();
+    let mut wall: [Vec<Duration>; 4] = Default::default();
+    let mut timed = |k: usize, f: &mut dyn FnMut()| {
+        let (start, start_cpu) = (Instant::now(), thread_cpu());
+        f();
+        cpu[k].push(thread_cpu() - start_cpu);
+        wall[k].push(start.elapsed());
+    };
+    for t in 0..reps {
+        timed(0, &mut || {
+            generator.fill_standard_normal(t as u64 + 1, 0, black_box(&mut row))
+        });
+        timed(1, &mut || {
+            s44.step(black_box(&x), black_box(&mut release)).unwrap()
+        });
+        timed(2, &mut || {
+            s66.step(black_box(&x), black_box(&mut release)).unwrap()
+        });
+        timed(3, &mut || {
+            pass.step(black_box(&x), black_box(&mut release)).unwrap()
+        });
+    }
+    black_box((&row, &release));
+    Times {
+        cpu: cpu.map(median_ms),
+        wall: wall.map(median_ms),
+    }
+}
+
+/// `ParallelStream` steps with 1 and 2 shards, interleaved; medians in ms.
+fn parallel_pair<N: NoiseSource + Send>(
+    tables: &Tables,
+    d: usize,
+    reps: usize,
+    noise: impl Fn() -> N,
+) -> [f64; 2] {
+    assert!(reps + 8 <= STEPS);
+    let m = tables.mechanism();
+    let len = Stream::<N>::workspace_len(&m, d).unwrap();
+    let (mut w1, mut w2) = (vec![0.0f32; len], vec![0.0f32; len]);
+    let mut one = ParallelStream::new(m, d, 1, &mut w1, || Ok(noise())).unwrap();
+    let mut two = ParallelStream::new(m, d, 2, &mut w2, || Ok(noise())).unwrap();
+    let x = input_row(d);
+    let mut release = vec![0.0f32; d];
+    for _ in 0..=tables.h {
+        one.step(&x, &mut release).unwrap();
+        two.step(&x, &mut release).unwrap();
+    }
+    let mut times: [Vec<Duration>; 2] = Default::default();
+    for _ in 0..reps {
+        let start = Instant::now();
+        one.step(black_box(&x), black_box(&mut release)).unwrap();
+        times[0].push(start.elapsed());
+        let start = Instant::now();
+        two.step(black_box(&x), black_box(&mut release)).unwrap();
+        times[1].push(start.elapsed());
+    }
+    black_box(&release);
+    times.map(median_ms)
+}
+
+/// Dense replay at its last step `i = n − 1`: draw `z_i`, then `Σ_{j ≤ i} B[i,j] z_j` over all
+/// `n` stored rows, then clip, sum and add, as the stream does.
+fn dense<N: NoiseSource>(tables: &Tables, noise: &mut N, d: usize, reps: usize) -> Times<1> {
+    let n = DENSE_STEPS;
+    let mut rows = vec![0.0f32; n * d];
+    for (j, row) in rows.chunks_exact_mut(d).enumerate() {
+        noise.fill_standard_normal(j as u64, 0, row);
+    }
+    let b = tables.dense_row(n - 1);
+    let x = input_row(d);
+    let mut sum = vec![0.0f32; d];
+    let mut release = vec![0.0f32; d];
+    let reps = reps.div_ceil(4).max(5);
+    let mut cpu = Vec::with_capacity(reps);
+    let wall = (0..reps)
+        .map(|_| {
+            let (start, start_cpu) = (Instant::now(), thread_cpu());
+            let (earlier, last) = rows.split_at_mut((n - 1) * d);
+            noise.fill_standard_normal((n - 1) as u64, 0, last);
+            let y = black_box(&mut release);
+            for (out, &z) in y.iter_mut().zip(last.iter()) {
+                *out = b[n - 1] * z;
+            }
+            for (row, &c) in earlier.chunks_exact(d).zip(&b) {
+                for (out, &z) in y.iter_mut().zip(row) {
+                    *out += c * z;
+                }
+            }
+            let clip = mfc_runtime::clip_factor(&x, 1.0) as f32;
+            for ((s, &v), out) in sum.iter_mut().zip(&x).zip(y.iter_mut()) {
+                *s += clip * v;
+                *out += *s;
+            }
+            cpu.push(thread_cpu() - start_cpu);
+            start.elapsed()
+        })
+        .collect();
+    black_box(&release);
+    Times {
+        cpu: [median_ms(cpu)],
+        wall: [median_ms(wall)],
+    }
+}
+
+/// Writes a constant instead of drawing: a step with it is the stream's own work (its passes
+/// over the state in memory and its arithmetic) without the generator.
+struct NoDraw;
+impl NoiseSource for NoDraw {
+    fn fill_standard_normal(&mut self, _: u64, _: u64, out: &mut [f32]) {
+        out.fill(0.5);
+    }
+}
+
+/// CPU model and cores available to this process.
+fn machine() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .map(|rest| rest.trim_start_matches([' ', '\t', ':']).to_string())
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!("{model}, {cores} cores")
+}
+
+/// The 1-, 5- and 15-minute load averages (other work on the machine skews timings).
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+/// VmHWM (peak resident set) of this process, in MiB.
+fn vm_hwm_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib / 1024.0)
+}
+
+/// Child mode: one d = 10⁶ stream of (h, r), a few steps, then its peak memory.
+fn peak_memory_child(h: usize, r: usize) {
+    let d = 1_000_000;
+    let tables = Tables::new(h, r);
+    // The input row is the caller's data, not the stream's: allocated and touched before.
+    let x = input_row(d);
+    let before = vm_hwm_mib().unwrap_or(0.0);
+    let base = IN_USE.load(Ordering::Relaxed);
+    PEAK.store(base, Ordering::Relaxed);
+    {
+        let m = tables.mechanism();
+        let mut workspace = vec![0.0f32; Stream::<ChaChaNoise>::workspace_len(&m, d).unwrap()];
+        let mut release = vec![0.0f32; d];
+        let mut s =
+            Stream::new(m, d, &mut workspace, ChaChaNoise::from_seed(SEED).unwrap()).unwrap();
+        for _ in 0..2 * h + 2 {
+            s.step(&x, &mut release).unwrap();
+        }
+        black_box(&release);
+    }
+    let heap = (PEAK.load(Ordering::Relaxed) - base) as f64 / (1 << 20) as f64;
+    let after = vm_hwm_mib().unwrap_or(f64::NAN);
+    println!("{before:.1} {after:.1} {heap:.1}");
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--peak-memory-child") {
+        let h = args[i + 1].parse().unwrap();
+        let r = args[i + 2].parse().unwrap();
+        peak_memory_child(h, r);
+        return;
+    }
+    if let Ok(spec) = std::env::var("MFC_BENCH_ONE") {
+        // h,r,d,steps,generator (0 ChaCha20, 1 simulation, 2 no draw): one median, for A/B runs.
+        let v: Vec<usize> = spec.split(',').map(|s| s.parse().unwrap()).collect();
+        let t = Tables::new(v[0], v[1]);
+        let ms = match v[4] {
+            0 => stream(&t, v[2], v[3], || ChaChaNoise::from_seed(SEED).unwrap()),
+            1 => stream(&t, v[2], v[3], || {
+                InsecureSimulationNoise::from_seed(SEED).unwrap()
+            }),
+            _ => stream(&t, v[2], v[3], || NoDraw),
+        };
+        println!("{ms:.4}");
+        return;
+    }
+    let quick = std::env::var_os("MFC_BENCH_QUICK").is_some();
+    let chacha = || ChaChaNoise::from_seed(SEED).unwrap();
+    let simulation = || InsecureSimulationNoise::from_seed(SEED).unwrap();
+    let shapes = [(4, 4), (6, 6)];
+    let tables: Vec<Tables> = shapes.iter().map(|&(h, r)| Tables::new(h, r)).collect();
+    println!(
+        "mfc-runtime: time per step in ms (median), f32, blob n = {STEPS}; ratio = time / floor"
+    );
+    println!(
+        "machine: {}; load average at start: {}",
+        machine(),
+        load_average()
+    );
+    let mut rows = Vec::new();
+    for d in [10_000, 100_000, 1_000_000] {
+        let reps = repetitions(d, quick);
+        for generator in ["ChaCha20", "Xoshiro256++ (insecure-simulation)"] {
+            let (times, dn) = if generator.starts_with("ChaCha") {
+                let t = interleaved(&tables, d, reps, chacha);
+                (t, dense(&tables[1], &mut chacha(), d, reps))
+            } else {
+                let t = interleaved(&tables, d, reps, simulation);
+                (t, dense(&tables[1], &mut simulation(), d, reps))
+            };
+            rows.push((generator, d, times, dn));
+        }
+    }
+    for (clock, title) in [
+        (0, "this thread's CPU time"),
+        (
+            1,
+            "wall-clock time (inflated by preemption while other processes run)",
+        ),
+    ] {
+        println!();
+        println!("{title}:");
+        println!();
+        println!(
+            "| generator | d | floor: d Gaussians | (4,4) step | (4,4) / floor | (6,6) step | (6,6) / floor | state pass (6,6) | dense n={DENSE_STEPS} step | dense / floor |"
+        );
+        println!("|---|---|---|---|---|---|---|---|---|---|");
+        for (generator, d, times, dn) in &rows {
+            let ([f, s44, s66, pass], [dn]) = if clock == 0 {
+                (times.cpu, dn.cpu)
+            } else {
+                (times.wall, dn.wall)
+            };
+            println!(
+                "| {generator} | {d} | {f:.3} | {s44:.3} | {:.2} | {s66:.3} | {:.2} | {pass:.3} | {dn:.3} | {:.2} |",
+                s44 / f,
+                s66 / f,
+                dn / f
+            );
+        }
+    }
+
+    println!();
+    println!(
+        "parallel: ParallelStream, (6,6), d = 1000000, 2 shards on rayon's pool (wall-clock time)"
+    );
+    println!();
+    println!("| generator | 1 shard step | 2 shards step | speed-up |");
+    println!("|---|---|---|---|");
+    let d = 1_000_000;
+    let reps = repetitions(d, quick);
+    let [one, two] = parallel_pair(&tables[1], d, reps, chacha);
+    println!("| ChaCha20 | {one:.3} | {two:.3} | {:.2} |", one / two);
+    let [one, two] = parallel_pair(&tables[1], d, reps, simulation);
+    println!(
+        "| Xoshiro256++ (insecure-simulation) | {one:.3} | {two:.3} | {:.2} |",
+        one / two
+    );
+    println!();
+    println!("load average after the timings: {}", load_average());
+    println!();
+    println!("peak memory of one d = 1000000 stream (separate process, ChaCha20, Stream::step)");
+    println!();
+    println!(
+        "| (h, r) | (h+r+2)·4 MB | heap peak: workspace + release | VmHWM before | VmHWM after | VmHWM growth |"
+    );
+    println!("|---|---|---|---|---|---|");
+    let exe = std::env::current_exe().unwrap();
+    for (h, r) in shapes {
+        let out = Command::new(&exe)
+            .args(["--peak-memory-child", &h.to_string(), &r.to_string()])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let v: Vec<f64> = text
+            .split_whitespace()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        let mib = |mb: f64| mb * 1e6 / (1 << 20) as f64;
+        println!(
+            "| ({h},{r}) | {:.1} MiB | {:.1} MiB | {:.1} MiB | {:.1} MiB | {:.1} MiB |",
+            mib(((h + r + 2) * 4) as f64),
+            v[2],
+            v[0],
+            v[1],
+            v[1] - v[0]
+        );
+    }
+}

@@ -1,0 +1,181 @@
+//! Replay of the BLT form (buffered linear Toeplitz, Dvijotham, McMahan, Pillutla, Steinke,
+//! Thakurta 2024; `formats/SPEC.md`, decoder 2): private prefix sums with `m` buffers per
+//! coordinate and no dependence on the horizon.
+//!
+//! `C⁻¹` is Toeplitz with `r_0 = 1`, `r_k = Σ_j ω_j θ_j^{k−1}`, and the noise of step `t` is
+//! `Σ_{u ≤ t} w_u` with `w = C⁻¹ z`. Step `t` (0-based), per coordinate:
+//!
+//! ```text
+//! w    = z_t + Σ_j ω_j s_j
+//! s_j ← θ_j s_j + z_t                (so s_j = Σ_{k ≥ 1} θ_j^{k−1} z_{t−k} at the next step)
+//! acc += clip(x_t, ζ) + σζ·sens·w
+//! out  = acc
+//! ```
+//!
+//! The workspace is `(m + 1)·d` floats: the buffers and the accumulator of inputs and noise,
+//! for any number of steps. The stream stops at the blob's `steps`, the horizon its sensitivity
+//! was computed for.
+
+use mfc_formats::{Blt, Decoder, Mechanism, Workload};
+
+use crate::Error;
+use crate::noise::{MAX_COORDINATES, NoiseSource};
+use crate::stream::clip_factor;
+
+/// A stream releasing one private prefix sum per step from a BLT blob.
+pub struct BltStream<'m, 'w, N: NoiseSource> {
+    decoder: Blt<'m>,
+    horizon: u32,
+    dim: usize,
+    clip_norm: f64,
+    noise_scale: f32,
+    /// `m·d` buffers (buffer `j` is `buffers[j·d .. (j+1)·d]`).
+    buffers: &'w mut [f32],
+    /// The running sum of clipped inputs and noise.
+    sum: &'w mut [f32],
+    step: u32,
+    noise: N,
+}
+
+fn blt<'m>(mechanism: &Mechanism<'m>) -> Result<Blt<'m>, Error> {
+    match mechanism.decoder {
+        Decoder::Blt(d) => Ok(d),
+        _ => Err(Error::UnsupportedDecoder),
+    }
+}
+
+impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
+    /// Floats of workspace for dimension `dim`: `(m + 1)·d`.
+    pub fn workspace_len(mechanism: &Mechanism<'_>, dim: usize) -> Result<usize, Error> {
+        let d = blt(mechanism)?;
+        if dim == 0 || dim as u64 > MAX_COORDINATES {
+            return Err(Error::InvalidDimension);
+        }
+        d.buffers()
+            .checked_add(1)
+            .and_then(|w| w.checked_mul(dim))
+            .ok_or(Error::InvalidDimension)
+    }
+
+    /// A stream using the noise multiplier recorded in the blob.
+    pub fn new(
+        mechanism: Mechanism<'m>,
+        dim: usize,
+        workspace: &'w mut [f32],
+        noise: N,
+    ) -> Result<Self, Error> {
+        let sigma = mechanism
+            .header
+            .calibration
+            .ok_or(Error::NotCalibrated)?
+            .noise_multiplier;
+        Self::with_noise_multiplier(mechanism, dim, workspace, noise, sigma)
+    }
+
+    /// A stream with an explicit noise multiplier `σ`.
+    pub fn with_noise_multiplier(
+        mechanism: Mechanism<'m>,
+        dim: usize,
+        workspace: &'w mut [f32],
+        noise: N,
+        noise_multiplier: f64,
+    ) -> Result<Self, Error> {
+        let decoder = blt(&mechanism)?;
+        let h = mechanism.header;
+        if !matches!(h.workload, Workload::PrefixSum) {
+            return Err(Error::WorkloadNotStreamable);
+        }
+        let needed = Self::workspace_len(&mechanism, dim)?;
+        if workspace.len() < needed {
+            return Err(Error::WorkspaceTooSmall {
+                needed,
+                found: workspace.len(),
+            });
+        }
+        let scale = noise_multiplier * h.clip_norm * h.sensitivity.value;
+        let valid = noise_multiplier.is_finite()
+            && noise_multiplier > 0.0
+            && (scale as f32).is_finite()
+            && scale as f32 > 0.0;
+        if !valid {
+            return Err(Error::InvalidNoiseMultiplier);
+        }
+        let workspace = &mut workspace[..needed];
+        workspace.fill(0.0);
+        let (buffers, sum) = workspace.split_at_mut(decoder.buffers() * dim);
+        Ok(Self {
+            decoder,
+            horizon: h.steps,
+            dim,
+            clip_norm: h.clip_norm,
+            noise_scale: scale as f32,
+            buffers,
+            sum,
+            step: 0,
+            noise,
+        })
+    }
+
+    /// Consumes `input` (clipped to `ζ`) and writes the private prefix sum of this step into
+    /// `release`. On error nothing changes.
+    pub fn step(&mut self, input: &[f32], release: &mut [f32]) -> Result<(), Error> {
+        if self.step >= self.horizon {
+            return Err(Error::StreamFinished {
+                steps: self.horizon,
+            });
+        }
+        for found in [input.len(), release.len()] {
+            if found != self.dim {
+                return Err(Error::DimensionMismatch {
+                    expected: self.dim,
+                    found,
+                });
+            }
+        }
+        if let Some(index) = input.iter().position(|x| !x.is_finite()) {
+            return Err(Error::NonFiniteInput { index });
+        }
+        let clip = clip_factor(input, self.clip_norm) as f32;
+        // z_t into `release`, then everything per coordinate.
+        self.noise
+            .fill_standard_normal(u64::from(self.step), 0, release);
+        let d = self.dim;
+        for (c, (out, &x)) in release.iter_mut().zip(input).enumerate() {
+            let z = *out;
+            let mut w = z;
+            for (j, (theta, omega)) in self
+                .decoder
+                .theta
+                .iter()
+                .zip(self.decoder.omega.iter())
+                .enumerate()
+            {
+                if let Some(s) = self.buffers.get_mut(j * d + c) {
+                    w += omega * *s;
+                    *s = theta * *s + z;
+                }
+            }
+            if let Some(acc) = self.sum.get_mut(c) {
+                *acc += clip * x + self.noise_scale * w;
+                *out = *acc;
+            }
+        }
+        self.step += 1;
+        Ok(())
+    }
+
+    /// Steps released so far.
+    pub fn steps_released(&self) -> u32 {
+        self.step
+    }
+
+    /// The horizon the blob's sensitivity covers.
+    pub fn horizon(&self) -> u32 {
+        self.horizon
+    }
+
+    /// The dimension `d`.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+}

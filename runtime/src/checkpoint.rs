@@ -1,0 +1,1000 @@
+//! Checkpoint and restore: a stream survives a reboot without losing its place, without reusing
+//! noise and without releasing a step twice.
+//!
+//! A device that reboots mid-stream must continue the *same* stream: a fresh stream would restart
+//! the running sums, and a fresh stream under the *old* key would replay noise rows that have
+//! already been released. [`Stream::checkpoint`] writes the whole state — step, the ring of the
+//! last `h` noise rows, `β`, the running sum — into a caller buffer (to be written to flash), bound
+//! to the blob, the noise scale, the dimension and shard, and the key's epoch;
+//! [`Stream::restore`] loads it into a freshly built stream, whose releases from then on are
+//! bit-for-bit those of the uninterrupted stream.
+//!
+//! # The rules
+//!
+//! Two values live in the device's **monotonic, durable storage** (a hardware monotonic counter,
+//! RPMB, a secure element, or at least a wear-levelled flash record that is never rolled back):
+//! the [`ReleaseCounter`], `(epoch, released)`.
+//!
+//! 1. **Keys.** The noise key of a stream is `stream_key(root, epoch)` ([`stream_key`],
+//!    [`epoch_noise`]): a PRF of a device root secret (provisioned once, used for nothing else)
+//!    and the epoch. A **cold start** — no usable checkpoint — first calls
+//!    [`ReleaseCounter::cold_start`] (epoch + 1, released 0) and persists the counter, and only
+//!    then derives the key. Epochs never repeat, so neither do keys: a cold start never reuses a
+//!    previous stream's noise. Epoch 0 is never keyed ([`Error::EpochNotStarted`]), so a device
+//!    that forgets the cold start fails instead of reusing the factory key.
+//! 2. **Releases.** Each step runs *compute → checkpoint → count → emit*: [`Stream::step`] (nothing
+//!    leaves the device yet), [`Stream::checkpoint`] written to storage,
+//!    [`ReleaseCounter::record`] persisted, and only then the release is sent. Hence the counter
+//!    is never behind what was emitted, and the newest checkpoint is never behind the counter.
+//! 3. **Restore.** [`Stream::restore`] refuses, with the stream untouched, a checkpoint of another
+//!    epoch ([`Error::CheckpointEpochMismatch`]) and a **stale** one, whose step is behind the
+//!    counter's `released` ([`Error::StaleCheckpoint`]): restoring it would compute steps that
+//!    may already have been released again — with the same noise and possibly other inputs
+//!    (their difference reveals the inputs exactly) or, under a new key, with fresh noise (two
+//!    independent releases of one step: double the privacy cost). A checkpoint *ahead* of the
+//!    counter is accepted: the steps in between were computed but never emitted, and dropping
+//!    an output is harmless. After a refusal the device cold-starts a new epoch; the old
+//!    stream's running totals are lost, its privacy is not.
+//!
+//! Restore also checks that the checkpoint belongs to the stream it is loaded into: the blob's
+//! fingerprint ([`BlobFingerprint`]: its verified CRC-32 and decoder tables), the noise scale `σ·ζ·sens`, the
+//! dimension and shard, `(h, r)`, and the noise key itself — the newest ring row must equal the row
+//! the stream's [`NoiseSource`] regenerates ([`Error::CheckpointKeyMismatch`]). Resuming under a
+//! different decoder would release noise `B̂ z` of no analysed `B̂`.
+//!
+//! ```
+//! use mfc_runtime::{BlobFingerprint, Error, ReleaseCounter, Stream, epoch_noise};
+//! # use mfc_runtime::formats::*;
+//! # let (d, l, r) = (encode_f32s([1.0, 0.0, 1.0, 0.5]), encode_f32s([0.0; 2]), encode_f32s([0.0; 2]));
+//! # let t = |b| F32Table::new(b).unwrap();
+//! # let example = Mechanism { header: Header { workload: Workload::PrefixSum, steps: 2,
+//! #   participation: Participation::Single,
+//! #   sensitivity: Sensitivity { value: 1.2, method: SensitivityMethod::MaxColumnNorm },
+//! #   clip_norm: 1.0, calibration: Some(Calibration { noise_multiplier: 1.0, target: None }),
+//! #   error: ErrorSummary { sqrt_loss: 1.0, optimal_sqrt_loss: None, max_step_stddev: 1.0,
+//! #   final_step_stddev: 1.0 }, generator: "doc" },
+//! #   decoder: Decoder::BandedLowRank(BandedLowRank { band: 2, rank: 1, diagonals: t(&d),
+//! #   left: t(&l), right: t(&r) }) };
+//! # let blob_bytes = example.to_vec()?;
+//! let root = [0x17; 32]; // the device's root secret (OTP / secure element)
+//! let (mechanism, blob) = BlobFingerprint::load(&blob_bytes)?; // on a device: include_bytes!
+//! // Cold start: a new epoch, persisted before the key exists.
+//! let mut counter = ReleaseCounter::FACTORY.cold_start()?; // persist(counter)
+//! let mut workspace = [0.0f32; 16];
+//! let mut stream = Stream::new(mechanism, 4, &mut workspace, epoch_noise(&root, &counter)?)?;
+//! let mut slot = [0u8; 128]; // a flash slot of at least `stream.checkpoint_capacity()` bytes
+//! let mut release = [0.0f32; 4];
+//! stream.step(&[1.0, 0.0, 0.0, 0.0], &mut release)?; // nothing leaves the device yet
+//! stream.checkpoint(&blob, &counter, &mut slot)?; // persist(slot)
+//! counter.record(&stream)?; // persist(counter), then emit `release`
+//!
+//! // After a reboot: the same blob, the persisted counter and slot.
+//! let mut workspace = [0.0f32; 16];
+//! let mut resumed = Stream::new(mechanism, 4, &mut workspace, epoch_noise(&root, &counter)?)?;
+//! resumed.restore(&blob, &slot, &counter)?;
+//! assert_eq!(resumed.steps_released(), 1);
+//! # Ok::<(), Error>(())
+//! ```
+//!
+//! # Wire format, version 1
+//!
+//! All integers of the frame are little-endian; the payload is [postcard].
+//!
+//! ```text
+//! offset  size  field
+//! 0       8     magic b"MFCCKPT\0"
+//! 8       2     checkpoint format version, u16 (1)
+//! 10      4     payload length P, u32
+//! 14      P     payload: postcard of the head (below), then (h + r + 1)·d f32 (postcard's f32:
+//!               4 bytes little-endian): ring slots 0..h (slot t mod h holds z_t), β rows 0..r,
+//!               the running sum
+//! 14+P    4     CRC-32 (ISO-HDLC, as the blob) of bytes 0..14+P
+//! head: blob CRC-32 (varint u32), noise scale (f32), d (varint u32), shard offset (varint u64),
+//!       whole row (bool), h, r (varint u32), epoch (varint u64), step (varint u32)
+//! ```
+//!
+//! The frame is checked (magic, version, length, checksum) before the payload is parsed; bytes
+//! after the checksum are ignored, so a whole flash slot may be passed. A checkpoint holds the raw
+//! running sum and the recent noise: it is as sensitive as the data, and the CRC detects
+//! corruption, not forgery (see `SECURITY.md`).
+
+use rand_chacha::ChaCha20Rng;
+use rand_core::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use mfc_formats::{BandedLowRank, Decoder, Mechanism};
+
+use crate::noise::{ChaChaNoise, NoiseSource};
+use crate::{Error, Stream};
+
+/// The first eight bytes of every checkpoint.
+pub const MAGIC: [u8; 8] = *b"MFCCKPT\0";
+/// The checkpoint format version this runtime reads and writes.
+pub const VERSION: u16 = 1;
+/// Bytes before the payload: magic, version, payload length.
+const PREFIX_LEN: usize = 14;
+/// The largest postcard encoding of [`Head`]: 5 + 4 + 5 + 10 + 1 + 5 + 5 + 10 + 5.
+const MAX_HEAD_LEN: usize = 50;
+/// Coordinates of the newest noise row compared with the key's regeneration on restore.
+const KEY_CHECK: usize = 8;
+
+const CRC: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC);
+
+/// What the device persists in monotonic storage: the epoch of the current key and the number of
+/// steps of that epoch's stream that may have been released. See the [module docs](self).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct ReleaseCounter {
+    epoch: u64,
+    released: u32,
+}
+
+impl ReleaseCounter {
+    /// The factory state: no epoch started, nothing released. Its epoch (0) is never keyed.
+    pub const FACTORY: Self = Self {
+        epoch: 0,
+        released: 0,
+    };
+
+    /// The counter as read back from storage.
+    pub const fn new(epoch: u64, released: u32) -> Self {
+        Self { epoch, released }
+    }
+
+    /// The epoch of the current key.
+    pub const fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// Steps of the current epoch's stream that may have been released.
+    pub const fn released(&self) -> u32 {
+        self.released
+    }
+
+    /// The counter of a cold start: the next epoch, nothing released. Persist it **before**
+    /// deriving the new key ([`epoch_noise`]) and releasing anything.
+    pub fn cold_start(self) -> Result<Self, Error> {
+        let epoch = self.epoch.checked_add(1).ok_or(Error::EpochExhausted)?;
+        Ok(Self { epoch, released: 0 })
+    }
+
+    /// Records that `stream`'s latest step is about to be released: `released` becomes
+    /// `stream.steps_released()`. Persist the counter after the checkpoint and before the
+    /// release leaves the device. Refuses ([`Error::StaleCheckpoint`], counter untouched) a
+    /// stream behind the counter: its steps were released already.
+    pub fn record<N: NoiseSource>(&mut self, stream: &Stream<'_, '_, N>) -> Result<(), Error> {
+        let step = stream.steps_released();
+        if step < self.released {
+            return Err(Error::StaleCheckpoint {
+                step,
+                released: self.released,
+            });
+        }
+        self.released = step;
+        Ok(())
+    }
+
+    /// The 12 bytes to persist: epoch (u64) then released (u32), little-endian.
+    pub fn to_bytes(&self) -> [u8; 12] {
+        let mut out = [0u8; 12];
+        out[..8].copy_from_slice(&self.epoch.to_le_bytes());
+        out[8..].copy_from_slice(&self.released.to_le_bytes());
+        out
+    }
+
+    /// The counter from the bytes of [`to_bytes`](Self::to_bytes).
+    pub fn from_bytes(bytes: [u8; 12]) -> Self {
+        let mut epoch = [0u8; 8];
+        epoch.copy_from_slice(&bytes[..8]);
+        let mut released = [0u8; 4];
+        released.copy_from_slice(&bytes[8..]);
+        Self {
+            epoch: u64::from_le_bytes(epoch),
+            released: u32::from_le_bytes(released),
+        }
+    }
+}
+
+/// The noise key of epoch `epoch`: the first 32 bytes of ChaCha20 keyed by `root` with nonce
+/// `epoch` (ChaCha20 as a PRF of the epoch). `root` is a device secret used only for this
+/// derivation — never directly as a noise seed.
+pub fn stream_key(root: &[u8; 32], epoch: u64) -> [u8; 32] {
+    let mut prf = ChaCha20Rng::from_seed(*root);
+    prf.set_stream(epoch);
+    let mut key = [0u8; 32];
+    prf.fill_bytes(&mut key);
+    key
+}
+
+/// The noise source of the counter's epoch: [`ChaChaNoise`] keyed by
+/// [`stream_key`]`(root, counter.epoch())`. Refuses the all-zero root ([`Error::WeakSeed`]) and
+/// epoch 0 ([`Error::EpochNotStarted`]: call [`ReleaseCounter::cold_start`] first).
+pub fn epoch_noise(root: &[u8; 32], counter: &ReleaseCounter) -> Result<ChaChaNoise, Error> {
+    if *root == [0; 32] {
+        return Err(Error::WeakSeed);
+    }
+    if counter.epoch == 0 {
+        return Err(Error::EpochNotStarted);
+    }
+    ChaChaNoise::from_seed(stream_key(root, counter.epoch))
+}
+
+/// The identity of a blob for checkpoints: its CRC-32 (as `mfc inspect` prints it) and the
+/// decoder tables the stream replays. [`BlobFingerprint::load`] parses the blob and takes the
+/// checksum it has just verified, so binding checkpoints to the blob costs nothing at run time.
+#[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct BlobFingerprint<'m> {
+    crc32: u32,
+    decoder: BandedLowRank<'m>,
+    steps: u32,
+    clip_norm: f64,
+}
+
+impl<'m> BlobFingerprint<'m> {
+    /// Parses and validates a blob ([`Mechanism::from_bytes`]) and fingerprints it with the
+    /// CRC-32 stored in it — which the parse has just verified, so this costs nothing more.
+    pub fn load(blob: &'m [u8]) -> Result<(Mechanism<'m>, Self), Error> {
+        let mechanism = Mechanism::from_bytes(blob)?;
+        let Decoder::BandedLowRank(decoder) = mechanism.decoder else {
+            return Err(Error::UnsupportedDecoder);
+        };
+        let crc32 = blob
+            .len()
+            .checked_sub(mfc_formats::CHECKSUM_LEN)
+            .and_then(|at| blob.get(at..))
+            .and_then(|b| b.try_into().ok())
+            .map(u32::from_le_bytes)
+            .ok_or(Error::InvalidBlob(mfc_formats::Error::Truncated))?;
+        let fingerprint = Self {
+            crc32,
+            decoder,
+            steps: mechanism.header.steps,
+            clip_norm: mechanism.header.clip_norm,
+        };
+        Ok((mechanism, fingerprint))
+    }
+
+    /// The blob's CRC-32.
+    pub fn crc32(&self) -> u32 {
+        self.crc32
+    }
+
+    /// Whether `stream` replays this blob: same decoder (the same bytes in place, or equal
+    /// tables), horizon and clip norm.
+    fn describes<N: NoiseSource>(&self, stream: &Stream<'_, '_, N>) -> bool {
+        let ours = &self.decoder;
+        let theirs = stream.decoder();
+        let same = |a: mfc_formats::F32Table<'_>, b: mfc_formats::F32Table<'_>| {
+            core::ptr::eq(a.as_bytes(), b.as_bytes()) || a.as_bytes() == b.as_bytes()
+        };
+        ours.band == theirs.band
+            && ours.rank == theirs.rank
+            && same(ours.diagonals, theirs.diagonals)
+            && same(ours.left, theirs.left)
+            && same(ours.right, theirs.right)
+            && self.steps == stream.horizon()
+            && self.clip_norm.to_bits() == stream.clip_norm().to_bits()
+    }
+}
+
+/// The fixed-size part of a checkpoint's payload (field order is wire order).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+struct Head {
+    blob_crc32: u32,
+    noise_scale: f32,
+    dim: u32,
+    offset: u64,
+    whole_row: bool,
+    band: u32,
+    rank: u32,
+    epoch: u64,
+    step: u32,
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
+    let b = bytes.get(at..at.checked_add(4)?)?;
+    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// Checks a checkpoint's frame (magic, version, length, checksum) and returns its payload.
+fn payload(bytes: &[u8]) -> Result<&[u8], Error> {
+    if bytes.get(..MAGIC.len()) != Some(&MAGIC[..]) {
+        return Err(Error::MalformedCheckpoint);
+    }
+    let version = bytes
+        .get(8..10)
+        .map(|b| u16::from_le_bytes([b[0], b[1]]))
+        .ok_or(Error::MalformedCheckpoint)?;
+    if version != VERSION {
+        return Err(Error::UnsupportedCheckpointVersion { found: version });
+    }
+    let length = u32_at(bytes, 10).ok_or(Error::MalformedCheckpoint)? as usize;
+    let end = PREFIX_LEN
+        .checked_add(length)
+        .ok_or(Error::MalformedCheckpoint)?;
+    let stored = u32_at(bytes, end).ok_or(Error::MalformedCheckpoint)?;
+    let computed = CRC.checksum(&bytes[..end]);
+    if stored != computed {
+        return Err(Error::CheckpointChecksumMismatch { stored, computed });
+    }
+    Ok(&bytes[PREFIX_LEN..end])
+}
+
+impl<N: NoiseSource> Stream<'_, '_, N> {
+    /// Bytes [`checkpoint`](Self::checkpoint) may need: at most
+    /// `14 + 50 + 4·(h + r + 1)·d + 4`.
+    pub fn checkpoint_capacity(&self) -> usize {
+        let (ring, beta, sum) = self.state();
+        PREFIX_LEN + MAX_HEAD_LEN + 4 * (ring.len() + beta.len() + sum.len()) + 4
+    }
+
+    /// Writes the stream's state into `out` and returns the number of bytes written (a prefix of
+    /// `out`). `blob` must be the fingerprint of the blob this stream replays, `counter` the
+    /// device's counter (its epoch is recorded). Take the checkpoint after [`step`](Self::step)
+    /// and before the release leaves the device (see the [module docs](crate::checkpoint)).
+    ///
+    /// Nothing changes on error: [`Error::CheckpointMismatch`] if `blob` is not this stream's,
+    /// [`Error::StaleCheckpoint`] if the counter says more steps were released than this stream
+    /// has computed, [`Error::CheckpointBufferTooSmall`] if `out` is too short.
+    pub fn checkpoint(
+        &self,
+        blob: &BlobFingerprint<'_>,
+        counter: &ReleaseCounter,
+        out: &mut [u8],
+    ) -> Result<usize, Error> {
+        if !blob.describes(self) {
+            return Err(Error::CheckpointMismatch { field: "blob" });
+        }
+        let step = self.steps_released();
+        if step < counter.released {
+            return Err(Error::StaleCheckpoint {
+                step,
+                released: counter.released,
+            });
+        }
+        let (ring, beta, sum) = self.state();
+        let decoder = self.decoder();
+        let head = Head {
+            blob_crc32: blob.crc32,
+            noise_scale: self.noise_scale(),
+            dim: u32::try_from(self.dim()).map_err(|_| Error::InvalidDimension)?,
+            offset: self.offset(),
+            whole_row: self.whole_row(),
+            band: decoder.band,
+            rank: decoder.rank,
+            epoch: counter.epoch,
+            step,
+        };
+        let too_small = Error::CheckpointBufferTooSmall {
+            needed: self.checkpoint_capacity(),
+            found: out.len(),
+        };
+        let body = out.get_mut(PREFIX_LEN..).ok_or(too_small)?;
+        let head_len = postcard::to_slice(&head, body)
+            .map_err(|_| too_small)?
+            .len();
+        let floats = ring.iter().chain(beta.iter()).chain(sum.iter());
+        let length = head_len + 4 * (ring.len() + beta.len() + sum.len());
+        let end = PREFIX_LEN + length;
+        if out.len() < end + 4 {
+            return Err(too_small);
+        }
+        for (word, x) in out[PREFIX_LEN + head_len..end]
+            .chunks_exact_mut(4)
+            .zip(floats)
+        {
+            word.copy_from_slice(&x.to_le_bytes());
+        }
+        out[..8].copy_from_slice(&MAGIC);
+        out[8..10].copy_from_slice(&VERSION.to_le_bytes());
+        let declared = u32::try_from(length).map_err(|_| too_small)?;
+        out[10..14].copy_from_slice(&declared.to_le_bytes());
+        let crc = CRC.checksum(&out[..end]);
+        out[end..end + 4].copy_from_slice(&crc.to_le_bytes());
+        Ok(end + 4)
+    }
+
+    /// Loads a checkpoint into this stream, which must be freshly built (no step taken) from the
+    /// same blob (`blob`, from [`BlobFingerprint::load`]), dimension or shard, noise multiplier and epoch key
+    /// ([`epoch_noise`]) as the stream that wrote it. From then on the stream releases exactly what
+    /// the uninterrupted stream would have.
+    ///
+    /// Every check runs before anything changes; on error the stream is still fresh. Errors: a
+    /// damaged checkpoint ([`Error::MalformedCheckpoint`],
+    /// [`Error::CheckpointChecksumMismatch`], [`Error::UnsupportedCheckpointVersion`]); one of
+    /// another stream ([`Error::CheckpointMismatch`], [`Error::CheckpointKeyMismatch`]); one of
+    /// another epoch ([`Error::CheckpointEpochMismatch`]); a stale one, behind
+    /// `counter.released()` ([`Error::StaleCheckpoint`]); a stream already started
+    /// ([`Error::StreamAlreadyStarted`]).
+    pub fn restore(
+        &mut self,
+        blob: &BlobFingerprint<'_>,
+        checkpoint: &[u8],
+        counter: &ReleaseCounter,
+    ) -> Result<(), Error> {
+        if self.steps_released() != 0 {
+            return Err(Error::StreamAlreadyStarted);
+        }
+        let payload = payload(checkpoint)?;
+        let (head, floats): (Head, _) =
+            postcard::take_from_bytes(payload).map_err(|_| Error::MalformedCheckpoint)?;
+        let (ring_len, beta_len, sum_len) = {
+            let (ring, beta, sum) = self.state();
+            (ring.len(), beta.len(), sum.len())
+        };
+        let decoder = self.decoder();
+        let mismatch = |field| Err(Error::CheckpointMismatch { field });
+        if head.band != decoder.band || head.rank != decoder.rank {
+            return mismatch("decoder shape");
+        }
+        if u64::from(head.dim) != self.dim() as u64
+            || head.offset != self.offset()
+            || head.whole_row != self.whole_row()
+        {
+            return mismatch("dimension or shard");
+        }
+        if floats.len() != 4 * (ring_len + beta_len + sum_len) {
+            return Err(Error::MalformedCheckpoint);
+        }
+        if head.step > self.horizon() {
+            return mismatch("step");
+        }
+        if head.noise_scale.to_bits() != self.noise_scale().to_bits() {
+            return mismatch("noise scale");
+        }
+        if !blob.describes(self) || blob.crc32 != head.blob_crc32 {
+            return mismatch("blob");
+        }
+        if head.epoch != counter.epoch {
+            return Err(Error::CheckpointEpochMismatch {
+                checkpoint: head.epoch,
+                counter: counter.epoch,
+            });
+        }
+        if head.step < counter.released {
+            return Err(Error::StaleCheckpoint {
+                step: head.step,
+                released: counter.released,
+            });
+        }
+        let word = |index: usize| {
+            let w = floats.get(4 * index..4 * index + 4).unwrap_or(&[0; 4]);
+            f32::from_le_bytes([w[0], w[1], w[2], w[3]])
+        };
+        if head.step > 0 {
+            // The newest row z_{step−1} must be the one this stream's key generates.
+            let (newest, dim) = (head.step as usize - 1, self.dim());
+            let slot = newest % decoder.band as usize;
+            let mut regenerated = [0.0f32; KEY_CHECK];
+            let regenerated = &mut regenerated[..dim.min(KEY_CHECK)];
+            let offset = self.offset();
+            self.noise_mut()
+                .fill_standard_normal(newest as u64, offset, regenerated);
+            let stored = (0..regenerated.len()).map(|k| word(slot * dim + k));
+            if regenerated
+                .iter()
+                .zip(stored)
+                .any(|(a, b)| a.to_bits() != b.to_bits())
+            {
+                return Err(Error::CheckpointKeyMismatch);
+            }
+        }
+        let (step, ring, beta, sum) = self.state_mut();
+        for (k, x) in ring
+            .iter_mut()
+            .chain(beta.iter_mut())
+            .chain(sum.iter_mut())
+            .enumerate()
+        {
+            *x = word(k);
+        }
+        *step = head.step;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+
+    use std::vec::Vec;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use mfc_formats::{
+        BandedLowRank, Calibration, ErrorSummary, F32Table, Header, Participation, Sensitivity,
+        SensitivityMethod, Workload, encode_f32s,
+    };
+
+    const ROOT: [u8; 32] = [0x42; 32];
+    const N: u32 = 12;
+    const H: usize = 3;
+    const R: usize = 2;
+    const D: usize = 5;
+
+    /// The bytes of a valid blob with `n = 12, h = 3, r = 2`; `salt` varies the coefficients.
+    fn blob(salt: f32) -> Vec<u8> {
+        let n = N as usize;
+        let mut diagonals = Vec::new();
+        for i in 0..n {
+            for k in 0..H {
+                diagonals.push(if k > i {
+                    0.0
+                } else {
+                    1.0 / (1.0 + k as f32) + salt
+                });
+            }
+        }
+        let left: Vec<f32> = (0..n * R).map(|j| 0.1 + 0.01 * j as f32).collect();
+        let right: Vec<f32> = (0..n * R).map(|j| 0.2 - 0.005 * j as f32).collect();
+        let (d, l, r) = (
+            encode_f32s(diagonals),
+            encode_f32s(left),
+            encode_f32s(right),
+        );
+        let mechanism = Mechanism {
+            header: Header {
+                workload: Workload::PrefixSum,
+                steps: N,
+                participation: Participation::Single,
+                sensitivity: Sensitivity {
+                    value: 1.3,
+                    method: SensitivityMethod::MaxColumnNorm,
+                },
+                clip_norm: 2.0,
+                calibration: Some(Calibration {
+                    noise_multiplier: 0.7,
+                    target: None,
+                }),
+                error: ErrorSummary {
+                    sqrt_loss: 1.0,
+                    optimal_sqrt_loss: None,
+                    max_step_stddev: 1.0,
+                    final_step_stddev: 1.0,
+                },
+                generator: "checkpoint test",
+            },
+            decoder: Decoder::BandedLowRank(BandedLowRank {
+                band: H as u32,
+                rank: R as u32,
+                diagonals: F32Table::new(&d).unwrap(),
+                left: F32Table::new(&l).unwrap(),
+                right: F32Table::new(&r).unwrap(),
+            }),
+        };
+        mechanism.to_vec().unwrap()
+    }
+
+    fn input(step: usize) -> [f32; D] {
+        core::array::from_fn(|k| ((step * 7 + k * 3) % 5) as f32 - 1.5)
+    }
+
+    const WS: usize = (H + R + 1) * D;
+
+    /// Releases of the whole uninterrupted stream of epoch 1.
+    fn uninterrupted(bytes: &[u8]) -> Vec<[f32; D]> {
+        let mechanism = Mechanism::from_bytes(bytes).unwrap();
+        let counter = ReleaseCounter::FACTORY.cold_start().unwrap();
+        let mut ws = [0.0f32; WS];
+        let noise = epoch_noise(&ROOT, &counter).unwrap();
+        let mut stream = Stream::new(mechanism, D, &mut ws, noise).unwrap();
+        (0..N as usize)
+            .map(|i| {
+                let mut out = [0.0; D];
+                stream.step(&input(i), &mut out).unwrap();
+                out
+            })
+            .collect()
+    }
+
+    /// Runs epoch 1 for `steps` steps following the protocol; returns the last checkpoint, the
+    /// checkpoint after `early` steps and the counter.
+    fn run_until(bytes: &[u8], steps: usize, early: usize) -> (Vec<u8>, Vec<u8>, ReleaseCounter) {
+        let (mechanism, blob) = BlobFingerprint::load(bytes).unwrap();
+        let mut counter = ReleaseCounter::FACTORY.cold_start().unwrap();
+        let mut ws = [0.0f32; WS];
+        let mut stream =
+            Stream::new(mechanism, D, &mut ws, epoch_noise(&ROOT, &counter).unwrap()).unwrap();
+        let mut slot = std::vec![0u8; stream.checkpoint_capacity()];
+        // The checkpoint of the fresh stream, before any step.
+        let len = stream.checkpoint(&blob, &counter, &mut slot).unwrap();
+        let mut old = slot[..len].to_vec();
+        for i in 0..steps {
+            let mut out = [0.0; D];
+            stream.step(&input(i), &mut out).unwrap();
+            let len = stream.checkpoint(&blob, &counter, &mut slot).unwrap();
+            counter.record(&stream).unwrap();
+            if i + 1 == early {
+                old = slot[..len].to_vec();
+            }
+        }
+        (slot, old, counter)
+    }
+
+    #[test]
+    fn a_restored_stream_continues_the_uninterrupted_one_bit_for_bit() {
+        let bytes = blob(0.0);
+        let reference = uninterrupted(&bytes);
+        for cut in [0, 1, 2, 3, 4, 7, 11, 12] {
+            let (slot, _, counter) = run_until(&bytes, cut, 0);
+            // Reboot: everything in RAM is gone; the counter and the slot survive.
+            let (mechanism, fp) = BlobFingerprint::load(&bytes).unwrap();
+            let mut ws = [f32::NAN; WS];
+            let noise = epoch_noise(&ROOT, &counter).unwrap();
+            let mut stream = Stream::new(mechanism, D, &mut ws, noise).unwrap();
+            stream.restore(&fp, &slot, &counter).unwrap();
+            assert_eq!(stream.steps_released(), cut as u32);
+            for (i, expected) in reference.iter().enumerate().skip(cut) {
+                let mut out = [0.0; D];
+                stream.step(&input(i), &mut out).unwrap();
+                assert_eq!(
+                    out.map(f32::to_bits),
+                    expected.map(f32::to_bits),
+                    "cut {cut} step {i}"
+                );
+            }
+            let mut out = [0.0; D];
+            assert!(matches!(
+                stream.step(&input(0), &mut out),
+                Err(Error::StreamFinished { .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn the_fingerprint_is_the_verified_blob_checksum() {
+        let mut bytes = blob(0.25);
+        let (mechanism, fp) = BlobFingerprint::load(&bytes).unwrap();
+        assert_eq!(mechanism, Mechanism::from_bytes(&bytes).unwrap());
+        let stored = u32::from_le_bytes(bytes[bytes.len() - 4..].try_into().unwrap());
+        assert_eq!(fp.crc32(), stored);
+        assert_eq!(fp.crc32(), mfc_formats::checksum(&bytes[..bytes.len() - 4]));
+        let at = bytes.len() / 2;
+        bytes[at] ^= 1;
+        assert!(matches!(
+            BlobFingerprint::load(&bytes),
+            Err(Error::InvalidBlob(
+                mfc_formats::Error::ChecksumMismatch { .. }
+            ))
+        ));
+    }
+
+    /// A fresh stream of epoch 1 and the counter as read back after `released` releases.
+    fn fresh<'w>(bytes: &'w [u8], ws: &'w mut [f32]) -> Stream<'w, 'w, ChaChaNoise> {
+        let counter = ReleaseCounter::new(1, 0);
+        let mechanism = Mechanism::from_bytes(bytes).unwrap();
+        Stream::new(mechanism, D, ws, epoch_noise(&ROOT, &counter).unwrap()).unwrap()
+    }
+
+    fn assert_fresh(stream: &mut Stream<'_, '_, ChaChaNoise>, reference: &[[f32; D]]) {
+        assert_eq!(stream.steps_released(), 0);
+        let mut out = [0.0; D];
+        stream.step(&input(0), &mut out).unwrap();
+        assert_eq!(out, reference[0], "a refused restore changed the stream");
+    }
+
+    #[test]
+    fn a_stale_checkpoint_is_refused_and_the_stream_is_untouched() {
+        let bytes = blob(0.0);
+        let reference = uninterrupted(&bytes);
+        let (_, old, counter) = run_until(&bytes, 9, 5);
+        assert_eq!(counter.released(), 9);
+        let (_, fp) = BlobFingerprint::load(&bytes).unwrap();
+        let mut ws = [0.0f32; WS];
+        let mut stream = fresh(&bytes, &mut ws);
+        assert_eq!(
+            stream.restore(&fp, &old, &counter),
+            Err(Error::StaleCheckpoint {
+                step: 5,
+                released: 9
+            })
+        );
+        assert_fresh(&mut stream, &reference);
+        // The same checkpoint is fine for a counter that has not moved past it.
+        let mut ws = [0.0f32; WS];
+        let mut stream = fresh(&bytes, &mut ws);
+        stream
+            .restore(&fp, &old, &ReleaseCounter::new(1, 5))
+            .unwrap();
+        // A checkpoint ahead of the counter (crash between checkpoint and count) is accepted.
+        let mut ws = [0.0f32; WS];
+        let mut stream = fresh(&bytes, &mut ws);
+        stream
+            .restore(&fp, &old, &ReleaseCounter::new(1, 4))
+            .unwrap();
+        assert_eq!(stream.steps_released(), 5);
+        // A restored stream is not a fresh one.
+        assert_eq!(
+            stream.restore(&fp, &old, &ReleaseCounter::new(1, 4)),
+            Err(Error::StreamAlreadyStarted)
+        );
+    }
+
+    #[test]
+    fn the_counter_never_moves_back_and_a_stream_behind_it_cannot_checkpoint() {
+        let bytes = blob(0.0);
+        let (_, blob_id) = BlobFingerprint::load(&bytes).unwrap();
+        let mut ws = [0.0f32; WS];
+        let stream = fresh(&bytes, &mut ws);
+        let mut counter = ReleaseCounter::new(1, 3);
+        let mut slot = [0u8; 512];
+        assert_eq!(
+            stream.checkpoint(&blob_id, &counter, &mut slot),
+            Err(Error::StaleCheckpoint {
+                step: 0,
+                released: 3
+            })
+        );
+        assert_eq!(
+            counter.record(&stream),
+            Err(Error::StaleCheckpoint {
+                step: 0,
+                released: 3
+            })
+        );
+        assert_eq!(counter, ReleaseCounter::new(1, 3));
+        assert_eq!(ReleaseCounter::from_bytes(counter.to_bytes()), counter);
+        assert_eq!(
+            ReleaseCounter::new(u64::MAX, 0).cold_start(),
+            Err(Error::EpochExhausted)
+        );
+    }
+
+    #[test]
+    fn a_checkpoint_of_another_blob_dimension_or_noise_is_refused() {
+        let bytes = blob(0.0);
+        let other = blob(0.5);
+        let (slot, _, counter) = run_until(&bytes, 6, 0);
+        let reference = uninterrupted(&bytes);
+        // Another blob of the same shape.
+        let (mechanism, fp) = BlobFingerprint::load(&other).unwrap();
+        let mut ws = [0.0f32; WS];
+        let noise = epoch_noise(&ROOT, &counter).unwrap();
+        let mut stream = Stream::new(mechanism, D, &mut ws, noise).unwrap();
+        assert_eq!(
+            stream.restore(&fp, &slot, &counter),
+            Err(Error::CheckpointMismatch { field: "blob" })
+        );
+        // The right blob passed to restore, but a stream built from another one.
+        let (right, right_fp) = BlobFingerprint::load(&bytes).unwrap();
+        assert_eq!(
+            stream.restore(&right_fp, &slot, &counter),
+            Err(Error::CheckpointMismatch { field: "blob" })
+        );
+        // Another dimension.
+        let mut ws = [0.0f32; WS];
+        let noise = epoch_noise(&ROOT, &counter).unwrap();
+        let mut stream = Stream::new(right, D - 1, &mut ws, noise).unwrap();
+        assert_eq!(
+            stream.restore(&right_fp, &slot, &counter),
+            Err(Error::CheckpointMismatch {
+                field: "dimension or shard"
+            })
+        );
+        // Another noise multiplier.
+        let noise = epoch_noise(&ROOT, &counter).unwrap();
+        let mut stream = Stream::with_noise_multiplier(right, D, &mut ws, noise, 0.71).unwrap();
+        assert_eq!(
+            stream.restore(&right_fp, &slot, &counter),
+            Err(Error::CheckpointMismatch {
+                field: "noise scale"
+            })
+        );
+        // The checkpoint fingerprinted with another blob cannot be written.
+        let mut ws = [0.0f32; WS];
+        let stream = fresh(&bytes, &mut ws);
+        let other_id = fp;
+        let mut out = [0u8; 512];
+        assert_eq!(
+            stream.checkpoint(&other_id, &counter, &mut out),
+            Err(Error::CheckpointMismatch { field: "blob" })
+        );
+        let mut ws = [0.0f32; WS];
+        let mut stream = fresh(&bytes, &mut ws);
+        assert_fresh(&mut stream, &reference);
+    }
+
+    #[test]
+    fn a_cold_start_never_reuses_a_key_and_old_epochs_cannot_be_restored() {
+        let bytes = blob(0.0);
+        let (mechanism, fp) = BlobFingerprint::load(&bytes).unwrap();
+        // Keys of successive epochs, and of different roots, all differ.
+        let mut counter = ReleaseCounter::FACTORY;
+        let mut keys = Vec::new();
+        for _ in 0..64 {
+            counter = counter.cold_start().unwrap();
+            keys.push(stream_key(&ROOT, counter.epoch()));
+            keys.push(stream_key(&[0x43; 32], counter.epoch()));
+        }
+        let mut sorted = keys.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), keys.len());
+        assert!(!keys.contains(&ROOT));
+        // Epoch 0 and the zero root are never keyed.
+        assert!(matches!(
+            epoch_noise(&ROOT, &ReleaseCounter::FACTORY),
+            Err(Error::EpochNotStarted)
+        ));
+        assert!(matches!(
+            epoch_noise(&[0; 32], &ReleaseCounter::new(1, 0)),
+            Err(Error::WeakSeed)
+        ));
+        // The first releases after a cold start differ from the previous epoch's.
+        let (slot, _, counter) = run_until(&bytes, 4, 0);
+        let next = counter.cold_start().unwrap();
+        let mut first = [[0.0f32; D]; 2];
+        for (out, c) in first.iter_mut().zip([counter, next]) {
+            let mut ws = [0.0f32; WS];
+            let noise = epoch_noise(&ROOT, &c).unwrap();
+            let mut stream = Stream::new(mechanism, D, &mut ws, noise).unwrap();
+            stream.step(&input(0), out).unwrap();
+        }
+        assert!(first[0].iter().zip(&first[1]).all(|(a, b)| a != b));
+        // After the cold start, the old epoch's checkpoint is refused ...
+        let mut ws = [0.0f32; WS];
+        let noise = epoch_noise(&ROOT, &next).unwrap();
+        let mut stream = Stream::new(mechanism, D, &mut ws, noise).unwrap();
+        assert_eq!(
+            stream.restore(&fp, &slot, &next),
+            Err(Error::CheckpointEpochMismatch {
+                checkpoint: 1,
+                counter: 2
+            })
+        );
+        // ... and so is restoring it under the new key with the old counter.
+        assert_eq!(
+            stream.restore(&fp, &slot, &counter),
+            Err(Error::CheckpointKeyMismatch)
+        );
+        assert_eq!(stream.steps_released(), 0);
+    }
+
+    #[test]
+    fn a_shard_resumes_as_the_same_shard_only() {
+        let bytes = blob(0.0);
+        let (mechanism, fp) = BlobFingerprint::load(&bytes).unwrap();
+        let counter = ReleaseCounter::new(1, 0);
+        let noise = || epoch_noise(&ROOT, &counter).unwrap();
+        let run = |stream: &mut Stream<'_, '_, ChaChaNoise>, steps: core::ops::Range<usize>| {
+            steps
+                .map(|i| {
+                    let row = input(i);
+                    let clip = crate::clip_factor(&row, 2.0);
+                    let mut out = [0.0; 3];
+                    stream.step_clipped(&row[1..4], clip, &mut out).unwrap();
+                    out
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut ws = [0.0f32; WS];
+        let mut whole = Stream::shard(mechanism, D, 1..4, &mut ws, noise()).unwrap();
+        let reference = run(&mut whole, 0..N as usize);
+        let mut ws = [0.0f32; WS];
+        let mut first = Stream::shard(mechanism, D, 1..4, &mut ws, noise()).unwrap();
+        run(&mut first, 0..5);
+        let mut slot = [0u8; 256];
+        let len = first.checkpoint(&fp, &counter, &mut slot).unwrap();
+        let slot = &slot[..len];
+        let mut ws = [0.0f32; WS];
+        let mut resumed = Stream::shard(mechanism, D, 1..4, &mut ws, noise()).unwrap();
+        resumed.restore(&fp, slot, &counter).unwrap();
+        assert_eq!(run(&mut resumed, 5..N as usize), reference[5..]);
+        // Another shard of the same width, or an unsharded stream of 3 coordinates, is refused.
+        for range in [0..3, 2..5] {
+            let mut ws = [0.0f32; WS];
+            let mut other = Stream::shard(mechanism, D, range, &mut ws, noise()).unwrap();
+            assert_eq!(
+                other.restore(&fp, slot, &counter),
+                Err(Error::CheckpointMismatch {
+                    field: "dimension or shard"
+                })
+            );
+        }
+        let mut ws = [0.0f32; WS];
+        let mut unsharded = Stream::new(mechanism, 3, &mut ws, noise()).unwrap();
+        assert_eq!(
+            unsharded.restore(&fp, slot, &counter),
+            Err(Error::CheckpointMismatch {
+                field: "dimension or shard"
+            })
+        );
+    }
+
+    fn restore_result(bytes: &[u8], checkpoint: &[u8]) -> Result<u32, Error> {
+        let (mechanism, fp) = BlobFingerprint::load(bytes).unwrap();
+        let mut ws = [0.0f32; WS];
+        let counter = ReleaseCounter::new(1, 0);
+        let noise = epoch_noise(&ROOT, &counter).unwrap();
+        let mut stream = Stream::new(mechanism, D, &mut ws, noise).unwrap();
+        match stream.restore(&fp, checkpoint, &counter) {
+            Ok(()) => Ok(stream.steps_released()),
+            Err(e) => {
+                assert_eq!(stream.steps_released(), 0);
+                Err(e)
+            }
+        }
+    }
+
+    #[test]
+    fn trailing_bytes_after_a_checkpoint_are_ignored_and_a_short_buffer_is_refused() {
+        let bytes = blob(0.0);
+        let (slot, _, _) = run_until(&bytes, 6, 0);
+        let mut padded = slot.clone();
+        padded.extend_from_slice(&[0xff; 40]);
+        assert_eq!(restore_result(&bytes, &padded), Ok(6));
+        let (_, blob_id) = BlobFingerprint::load(&bytes).unwrap();
+        let mut ws = [0.0f32; WS];
+        let stream = fresh(&bytes, &mut ws);
+        let needed = stream.checkpoint_capacity();
+        for len in [0, 10, 20, 100] {
+            let mut out = std::vec![0u8; len];
+            assert_eq!(
+                stream.checkpoint(&blob_id, &ReleaseCounter::new(1, 0), &mut out),
+                Err(Error::CheckpointBufferTooSmall { needed, found: len })
+            );
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Any truncation is refused with a typed error.
+        #[test]
+        fn truncated_checkpoints_are_refused(cut in 0usize..1000) {
+            let bytes = blob(0.0);
+            let (slot, _, _) = run_until(&bytes, 7, 0);
+            let len = {
+                let payload_len = u32::from_le_bytes(slot[10..14].try_into().unwrap()) as usize;
+                PREFIX_LEN + payload_len + 4
+            };
+            let cut = cut % len;
+            let result = restore_result(&bytes, &slot[..cut]);
+            let refused = matches!(
+                result,
+                Err(Error::MalformedCheckpoint | Error::CheckpointChecksumMismatch { .. })
+            );
+            prop_assert!(refused, "cut {}: {:?}", cut, result);
+        }
+
+        /// Any corruption (one flipped bit, or random bytes over a range) is refused with a
+        /// typed error, never a panic.
+        #[test]
+        fn corrupted_checkpoints_are_refused(
+            bit in 0usize..8 * 400,
+            at in 0usize..400,
+            junk in proptest::collection::vec(any::<u8>(), 1..16),
+        ) {
+            let bytes = blob(0.0);
+            let (slot, _, _) = run_until(&bytes, 7, 0);
+            let len = PREFIX_LEN + u32::from_le_bytes(slot[10..14].try_into().unwrap()) as usize + 4;
+            let mut flipped = slot[..len].to_vec();
+            let bit = bit % (8 * len);
+            flipped[bit / 8] ^= 1 << (bit % 8);
+            prop_assert!(restore_result(&bytes, &flipped).is_err());
+            let mut smeared = slot[..len].to_vec();
+            let at = at % len;
+            let end = (at + junk.len()).min(len);
+            let changed = smeared[at..end] != junk[..end - at];
+            smeared[at..end].copy_from_slice(&junk[..end - at]);
+            let result = restore_result(&bytes, &smeared);
+            prop_assert!(!changed || result.is_err(), "{result:?}");
+        }
+
+        /// Random bytes, with or without a valid frame around them, never panic.
+        #[test]
+        fn arbitrary_payloads_are_refused(payload in proptest::collection::vec(any::<u8>(), 0..300)) {
+            let bytes = blob(0.0);
+            let mut framed = Vec::from(MAGIC);
+            framed.extend_from_slice(&VERSION.to_le_bytes());
+            framed.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+            framed.extend_from_slice(&payload);
+            let crc = CRC.checksum(&framed);
+            framed.extend_from_slice(&crc.to_le_bytes());
+            prop_assert!(restore_result(&bytes, &framed).is_err());
+            prop_assert!(restore_result(&bytes, &payload).is_err());
+        }
+    }
+}

@@ -1,0 +1,642 @@
+//! Replay of the FFT decoder form (`SPEC.md`, decoder 1; Choquette-Choo et al. 2023, §4 and
+//! App. K) without allocation: the noise of a block of `m` steps is produced at its first step
+//! by FFT convolution, `O(d·m log m)`, then released step by step.
+//!
+//! Block `i` draws noise row `i` of the [`NoiseSource`] with `2m·d` coordinates: `z_{i,j}[c]`
+//! (`j < 2m`) is coordinate `c·2m + j`, so each coordinate's `2m` draws are one contiguous run.
+//! For each coordinate `c` it computes, with FFTs of size `N` (the least power of two
+//! `≥ 3m − 1`, so that circular convolution equals the needed linear one):
+//!
+//! - **Mechanism 1** (`FftKind::Circulant`): `w_r = Σ_j ŷ[(r − j) mod 2m] z_j` (`B̂_m = PŶ`):
+//!   `w = IFFT(FFT(z)·K)` with `K` the spectrum of the kernel laid out at lags `−(2m−1) … m−1`
+//!   (2 FFTs);
+//! - **Mechanism 2** (`FftKind::OptimalDecoder`): `u = EᵀŶᵀz` the same way, then the
+//!   Gohberg–Semencul product `ξ = (L(x̂)(L(x̂)ᵀu) − L(x̃)(L(x̃)ᵀu))/x̂₀`, `x̃ = (0, x̂_{m−1}, …, x̂₁)`
+//!   (the exact inverse of the Toeplitz `T̂ = EᵀŶᵀŶE` for the exact generator, 001 App. K
+//!   Prop. K.2): `L(g)ᵀ` multiplies by the conjugate spectrum of `g`, `L(g)` by the spectrum, and
+//!   the two products are combined before one inverse transform (8 FFTs); then `w_r = Σ_{q≤r} ξ_q`.
+//!   This is `O(m log m)` per block and coordinate, not the `O(m log² m)` of a superfast solver:
+//!   the compiler has already solved the Toeplitz system (Levinson–Durbin) and stored `x̂`.
+//!
+//! Step `r` of block `i` releases `s + σζ·sens·(carry + w_r)` with `s` the running sum of clipped
+//! inputs and `carry = Σ_{i'<i} w_{i',m−1}`: stamping (001 App. D.4). The FFTs are microfft's
+//! (`no_std`, power-of-two sizes up to 8192 by default, 32768 with the `fft-32768` feature).
+//!
+//! # Memory
+//!
+//! [`FftStream::workspace_len`] floats: `(m + 2)·d` (block noise, carry, running sum) `+ 2m`
+//! (draws) `+ 2N·k` with `k = 2` complex buffers of `N` for Mechanism 1 and `k = 5` for
+//! Mechanism 2 (spectra computed once, and scratch). The banded form needs `(h + r + 1)·d` and
+//! `O(h + r)` work per step and coordinate; this one `O(m·d)` memory and `O(log m)` amortized work
+//! per step and coordinate, concentrated in the first step of each block.
+
+use bytemuck::try_cast_slice_mut;
+use mfc_formats::{Decoder, F32Table, Fft, FftKind, Mechanism, Workload};
+use num_complex::Complex32;
+
+use crate::Error;
+use crate::noise::{MAX_COORDINATES, NoiseSource};
+use crate::stream::clip_factor;
+
+/// The largest FFT size this build supports.
+pub const MAX_FFT_SIZE: usize = if cfg!(feature = "fft-32768") {
+    32768
+} else {
+    8192
+};
+
+/// The largest block `m` this build can replay (`3m − 1 ≤` [`MAX_FFT_SIZE`]).
+pub const MAX_BLOCK: u32 = MAX_FFT_SIZE.div_ceil(3) as u32;
+
+/// A stream replaying an FFT-form blob.
+pub struct FftStream<'m, 'w, N: NoiseSource> {
+    decoder: Fft<'m>,
+    prefix_sum: bool,
+    horizon: u32,
+    dim: usize,
+    block: usize,
+    clip_norm: f64,
+    noise_scale: f32,
+    /// `w` of the current block, row-major `m × d`.
+    block_noise: &'w mut [f32],
+    carry: &'w mut [f32],
+    sum: &'w mut [f32],
+    draws: &'w mut [f32],
+    /// The kernel spectrum `K`, then (Mechanism 2) `X`, `X̃`, and scratch.
+    spectra: &'w mut [Complex32],
+    step: u32,
+    noise: N,
+}
+
+/// The sizes derived from a blob: `(decoder, m, N, complex buffers)`.
+fn layout<'m>(mechanism: &Mechanism<'m>) -> Result<(Fft<'m>, usize, usize, usize), Error> {
+    let Decoder::Fft(decoder) = mechanism.decoder else {
+        return Err(Error::UnsupportedDecoder);
+    };
+    if decoder.block > MAX_BLOCK || decoder.block == 0 {
+        return Err(Error::FftBlockTooLarge {
+            block: decoder.block,
+            max: MAX_BLOCK,
+        });
+    }
+    let m = decoder.block as usize;
+    let size = (3 * m - 1).next_power_of_two().max(2);
+    let buffers = match decoder.kind {
+        FftKind::Circulant => 2,
+        FftKind::OptimalDecoder => 5,
+        #[allow(unreachable_patterns)]
+        _ => return Err(Error::UnsupportedDecoder),
+    };
+    Ok((decoder, m, size, buffers))
+}
+
+impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
+    /// Floats of workspace a stream of dimension `dim` needs: `(m + 2)·d + 2m + 2N·k` (module
+    /// docs).
+    pub fn workspace_len(mechanism: &Mechanism<'_>, dim: usize) -> Result<usize, Error> {
+        let (_, m, size, buffers) = layout(mechanism)?;
+        let coordinates = (2 * m as u64).checked_mul(dim as u64);
+        if dim == 0 || coordinates.is_none_or(|c| c > MAX_COORDINATES) {
+            return Err(Error::InvalidDimension);
+        }
+        (m + 2)
+            .checked_mul(dim)
+            .and_then(|w| w.checked_add(2 * m))
+            .and_then(|w| w.checked_add(2 * size * buffers))
+            .ok_or(Error::InvalidDimension)
+    }
+
+    /// A stream using the noise multiplier recorded in the blob.
+    pub fn new(
+        mechanism: Mechanism<'m>,
+        dim: usize,
+        workspace: &'w mut [f32],
+        noise: N,
+    ) -> Result<Self, Error> {
+        let sigma = mechanism
+            .header
+            .calibration
+            .ok_or(Error::NotCalibrated)?
+            .noise_multiplier;
+        Self::with_noise_multiplier(mechanism, dim, workspace, noise, sigma)
+    }
+
+    /// A stream with an explicit noise multiplier `σ`.
+    pub fn with_noise_multiplier(
+        mechanism: Mechanism<'m>,
+        dim: usize,
+        workspace: &'w mut [f32],
+        noise: N,
+        noise_multiplier: f64,
+    ) -> Result<Self, Error> {
+        let (decoder, m, size, _) = layout(&mechanism)?;
+        let needed = Self::workspace_len(&mechanism, dim)?;
+        if workspace.len() < needed {
+            return Err(Error::WorkspaceTooSmall {
+                needed,
+                found: workspace.len(),
+            });
+        }
+        let h = mechanism.header;
+        let scale = noise_multiplier * h.clip_norm * h.sensitivity.value;
+        let valid = noise_multiplier.is_finite()
+            && noise_multiplier > 0.0
+            && (scale as f32).is_finite()
+            && scale as f32 > 0.0;
+        if !valid {
+            return Err(Error::InvalidNoiseMultiplier);
+        }
+        let workspace = &mut workspace[..needed];
+        workspace.fill(0.0);
+        let (block_noise, rest) = workspace.split_at_mut(m * dim);
+        let (carry, rest) = rest.split_at_mut(dim);
+        let (sum, rest) = rest.split_at_mut(dim);
+        let (draws, rest) = rest.split_at_mut(2 * m);
+        let spectra: &mut [Complex32] =
+            try_cast_slice_mut(rest).map_err(|_| Error::InvalidDimension)?;
+        prepare_spectra(&decoder, m, size, spectra)?;
+        Ok(Self {
+            decoder,
+            prefix_sum: matches!(h.workload, Workload::PrefixSum),
+            horizon: h.steps,
+            dim,
+            block: m,
+            clip_norm: h.clip_norm,
+            noise_scale: scale as f32,
+            block_noise,
+            carry,
+            sum,
+            draws,
+            spectra,
+            step: 0,
+            noise,
+        })
+    }
+
+    /// Clips `input` to `ζ`, adds it to the running sum and writes the private prefix sum into
+    /// `release`. On error nothing changes.
+    pub fn step(&mut self, input: &[f32], release: &mut [f32]) -> Result<(), Error> {
+        if !self.prefix_sum {
+            return Err(Error::WorkloadNotStreamable);
+        }
+        self.check_step(release)?;
+        if input.len() != self.dim {
+            return Err(Error::DimensionMismatch {
+                expected: self.dim,
+                found: input.len(),
+            });
+        }
+        if let Some(index) = input.iter().position(|x| !x.is_finite()) {
+            return Err(Error::NonFiniteInput { index });
+        }
+        let clip = clip_factor(input, self.clip_norm) as f32;
+        self.advance(release, Some((input, clip)))
+    }
+
+    /// Writes only the noise `σζ·sens·(B̂ z)_i` of the current step into `out`.
+    pub fn step_noise(&mut self, out: &mut [f32]) -> Result<(), Error> {
+        self.check_step(out)?;
+        self.advance(out, None)
+    }
+
+    /// Steps released so far.
+    pub fn steps_released(&self) -> u32 {
+        self.step
+    }
+
+    /// The horizon `n`.
+    pub fn horizon(&self) -> u32 {
+        self.horizon
+    }
+
+    /// The dimension `d`.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    fn check_step(&self, out: &[f32]) -> Result<(), Error> {
+        if self.step >= self.horizon {
+            return Err(Error::StreamFinished {
+                steps: self.horizon,
+            });
+        }
+        if out.len() != self.dim {
+            return Err(Error::DimensionMismatch {
+                expected: self.dim,
+                found: out.len(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Only called after every check has passed.
+    fn advance(&mut self, out: &mut [f32], input: Option<(&[f32], f32)>) -> Result<(), Error> {
+        let m = self.block;
+        let r = self.step as usize % m;
+        if r == 0 {
+            let block = u64::from(self.step) / m as u64;
+            self.fill_block(block)?;
+        }
+        let d = self.dim;
+        let row = self.block_noise.get(r * d..(r + 1) * d).unwrap_or(&[]);
+        let scale = self.noise_scale;
+        match input {
+            Some((x, clip)) => {
+                for ((((o, s), &x), &c), &w) in out
+                    .iter_mut()
+                    .zip(self.sum.iter_mut())
+                    .zip(x)
+                    .zip(self.carry.iter())
+                    .zip(row)
+                {
+                    *s += clip * x;
+                    *o = *s + scale * (c + w);
+                }
+            }
+            None => {
+                for ((o, &c), &w) in out.iter_mut().zip(self.carry.iter()).zip(row) {
+                    *o = scale * (c + w);
+                }
+            }
+        }
+        if r == m - 1 {
+            for (c, &w) in self.carry.iter_mut().zip(row) {
+                *c += w;
+            }
+        }
+        self.step += 1;
+        Ok(())
+    }
+
+    /// `w = B̂_m z_block` for every coordinate, into `block_noise`. Every kernel is real, so two
+    /// coordinates share one complex transform: `c` in the real parts, `c + 1` in the imaginary
+    /// parts, never mixed by a product with a real sequence's spectrum.
+    fn fill_block(&mut self, block: u64) -> Result<(), Error> {
+        let (m, d) = (self.block, self.dim);
+        let size = self.spectra.len() / buffers_for(self.decoder.kind);
+        let two_m = 2 * m;
+        for c in (0..d).step_by(2) {
+            let (kernel, rest) = self.spectra.split_at_mut(size);
+            let (a, rest) = rest.split_at_mut(size);
+            self.noise
+                .fill_standard_normal(block, c as u64 * two_m as u64, self.draws);
+            load(a, self.draws);
+            if c + 1 < d {
+                self.noise
+                    .fill_standard_normal(block, (c as u64 + 1) * two_m as u64, self.draws);
+                for (v, &z) in a.iter_mut().zip(self.draws.iter()) {
+                    v.im = z;
+                }
+            }
+            fft(a, false)?;
+            for (v, k) in a.iter_mut().zip(kernel.iter()) {
+                *v *= *k;
+            }
+            fft(a, true)?;
+            let mut x0 = 1.0;
+            if let FftKind::OptimalDecoder = self.decoder.kind {
+                let (x, rest) = rest.split_at_mut(size);
+                let (x_tilde, b) = rest.split_at_mut(size);
+                gohberg_semencul(a, b, x, x_tilde, m)?;
+                x0 = self.decoder.generator.get(0).unwrap_or(1.0);
+            }
+            let cumulative = matches!(self.decoder.kind, FftKind::OptimalDecoder);
+            let (mut re, mut im) = (0.0f32, 0.0f32);
+            let rows = self.block_noise.chunks_exact_mut(d).zip(a.iter()).take(m);
+            for (row, v) in rows {
+                if cumulative {
+                    re += v.re / x0;
+                    im += v.im / x0;
+                } else {
+                    (re, im) = (v.re, v.im);
+                }
+                if let Some(w) = row.get_mut(c) {
+                    *w = re;
+                }
+                if let Some(w) = row.get_mut(c + 1) {
+                    *w = im;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn buffers_for(kind: FftKind) -> usize {
+    match kind {
+        FftKind::OptimalDecoder => 5,
+        _ => 2,
+    }
+}
+
+/// `a ← (L(x)(L(x)ᵀu) − L(x̃)(L(x̃)ᵀu))·x̂₀` for `u = a[..m]` (real and imaginary parts apart), with `x`, `x_tilde` the
+/// spectra of the generator and of `x̃` (the division by `x̂₀` is left to the caller).
+fn gohberg_semencul(
+    a: &mut [Complex32],
+    b: &mut [Complex32],
+    x: &[Complex32],
+    x_tilde: &[Complex32],
+    m: usize,
+) -> Result<(), Error> {
+    truncate(a, m);
+    fft(a, false)?;
+    // b = L(x)ᵀu, a = L(x̃)ᵀu (correlations: conjugate spectra), each cut to lags 0..m.
+    for ((bv, av), xv) in b.iter_mut().zip(a.iter()).zip(x) {
+        *bv = *av * xv.conj();
+    }
+    for (av, xv) in a.iter_mut().zip(x_tilde) {
+        *av *= xv.conj();
+    }
+    fft(b, true)?;
+    fft(a, true)?;
+    truncate(b, m);
+    truncate(a, m);
+    fft(b, false)?;
+    fft(a, false)?;
+    for (((av, bv), xv), tv) in a.iter_mut().zip(b.iter()).zip(x).zip(x_tilde) {
+        *av = *bv * *xv - *av * *tv;
+    }
+    fft(a, true)
+}
+
+/// Zeroes `a[m..]`.
+fn truncate(a: &mut [Complex32], m: usize) {
+    for v in a.iter_mut().skip(m) {
+        *v = Complex32::new(0.0, 0.0);
+    }
+}
+
+/// `a ← (values, 0, 0, …)` as complex numbers.
+fn load(a: &mut [Complex32], values: &[f32]) {
+    for (i, v) in a.iter_mut().enumerate() {
+        *v = Complex32::new(values.get(i).copied().unwrap_or(0.0), 0.0);
+    }
+}
+
+/// Lays out a kernel at circular lags and transforms it: `table[lag(q)]` goes to index `q`
+/// (`q < m`) or `N + q` (`q < 0`) for `q ∈ (−2m, m)`.
+fn kernel_spectrum(
+    out: &mut [Complex32],
+    m: usize,
+    value: impl Fn(isize) -> f32,
+) -> Result<(), Error> {
+    let size = out.len();
+    for (i, v) in out.iter_mut().enumerate() {
+        let q = if i < m {
+            Some(i as isize)
+        } else if i + 2 * m > size {
+            Some(i as isize - size as isize)
+        } else {
+            None
+        };
+        *v = Complex32::new(q.map_or(0.0, &value), 0.0);
+    }
+    fft(out, false)
+}
+
+/// The spectra the blocks reuse: `K` (both kinds), `X` and `X̃` (Mechanism 2).
+fn prepare_spectra(
+    decoder: &Fft<'_>,
+    m: usize,
+    size: usize,
+    spectra: &mut [Complex32],
+) -> Result<(), Error> {
+    let kernel = decoder.kernel;
+    let two_m = 2 * m as isize;
+    let at = |t: F32Table<'_>, i: isize| t.get(i.rem_euclid(two_m) as usize).unwrap_or(0.0);
+    let (k, rest) = spectra.split_at_mut(size);
+    match decoder.kind {
+        FftKind::OptimalDecoder => {
+            // u_r = Σ_j ŷ[(j − r) mod 2m] z_j: lag q = r − j carries ŷ[−q].
+            kernel_spectrum(k, m, |q| at(kernel, -q))?;
+            let (_, rest) = rest.split_at_mut(size);
+            let (x, rest) = rest.split_at_mut(size);
+            let (x_tilde, _) = rest.split_at_mut(size);
+            let g = decoder.generator;
+            load(x, &[]);
+            load(x_tilde, &[]);
+            for (i, (xv, tv)) in x.iter_mut().zip(x_tilde.iter_mut()).take(m).enumerate() {
+                *xv = Complex32::new(g.get(i).unwrap_or(0.0), 0.0);
+                let tilde = if i == 0 {
+                    0.0
+                } else {
+                    g.get(m - i).unwrap_or(0.0)
+                };
+                *tv = Complex32::new(tilde, 0.0);
+            }
+            fft(x, false)?;
+            fft(x_tilde, false)
+        }
+        // w_r = Σ_j ŷ[(r − j) mod 2m] z_j: lag q carries ŷ[q].
+        _ => kernel_spectrum(k, m, |q| at(kernel, q)),
+    }
+}
+
+/// An in-place forward (or normalized inverse) FFT of a power-of-two length ≤ [`MAX_FFT_SIZE`].
+fn fft(a: &mut [Complex32], inverse: bool) -> Result<(), Error> {
+    macro_rules! sizes {
+        ($($n:literal => $f:ident, $i:ident $(, $feature:literal)?;)*) => {
+            match a.len() {
+                $(
+                    $(#[cfg(feature = $feature)])?
+                    $n => {
+                        let array: &mut [Complex32; $n] =
+                            a.try_into().map_err(|_| Error::UnsupportedDecoder)?;
+                        if inverse {
+                            let _ = microfft::inverse::$i(array);
+                        } else {
+                            let _ = microfft::complex::$f(array);
+                        }
+                        Ok(())
+                    }
+                )*
+                _ => Err(Error::UnsupportedDecoder),
+            }
+        };
+    }
+    sizes! {
+        2 => cfft_2, ifft_2;
+        4 => cfft_4, ifft_4;
+        8 => cfft_8, ifft_8;
+        16 => cfft_16, ifft_16;
+        32 => cfft_32, ifft_32;
+        64 => cfft_64, ifft_64;
+        128 => cfft_128, ifft_128;
+        256 => cfft_256, ifft_256;
+        512 => cfft_512, ifft_512;
+        1024 => cfft_1024, ifft_1024;
+        2048 => cfft_2048, ifft_2048;
+        4096 => cfft_4096, ifft_4096;
+        8192 => cfft_8192, ifft_8192;
+        16384 => cfft_16384, ifft_16384, "fft-32768";
+        32768 => cfft_32768, ifft_32768, "fft-32768";
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::ChaChaNoise;
+    use mfc_formats::{
+        Calibration, ErrorSummary, Header, Participation, Sensitivity, SensitivityMethod,
+        encode_f32s,
+    };
+    use proptest::prelude::*;
+    use std::vec;
+    use std::vec::Vec;
+
+    fn blob(kind: FftKind, block: u32, stamps: u32, kernel: &[f32], generator: &[f32]) -> Vec<u8> {
+        let (k, g) = (
+            encode_f32s(kernel.iter().copied()),
+            encode_f32s(generator.iter().copied()),
+        );
+        Mechanism {
+            header: Header {
+                workload: Workload::PrefixSum,
+                steps: block * stamps,
+                participation: Participation::Single,
+                sensitivity: Sensitivity {
+                    value: 1.0,
+                    method: SensitivityMethod::MaxColumnNorm,
+                },
+                clip_norm: 1.0,
+                calibration: Some(Calibration {
+                    noise_multiplier: 1.0,
+                    target: None,
+                }),
+                error: ErrorSummary {
+                    sqrt_loss: 1.0,
+                    optimal_sqrt_loss: None,
+                    max_step_stddev: 1.0,
+                    final_step_stddev: 1.0,
+                },
+                generator: "test",
+            },
+            decoder: Decoder::Fft(Fft {
+                kind,
+                block,
+                stamps,
+                kernel: F32Table::new(&k).unwrap(),
+                generator: F32Table::new(&g).unwrap(),
+            }),
+        }
+        .to_vec()
+        .unwrap()
+    }
+
+    /// m = 1: ŷ = (1, 0), x̂ = (1) is the identity decoder of both kinds, so each step releases
+    /// the running sum plus `σζ·sens·(z_{i,0} + Σ_{i'<i} z_{i',0})` — a random walk of the draws.
+    #[test]
+    fn unit_block_is_a_random_walk_of_the_draws() {
+        for (kind, generator) in [
+            (FftKind::Circulant, &[][..]),
+            (FftKind::OptimalDecoder, &[1.0][..]),
+        ] {
+            let bytes = blob(kind, 1, 5, &[1.0, 0.0], generator);
+            let mechanism = Mechanism::from_bytes(&bytes).unwrap();
+            let d = 3;
+            let mut workspace = [0.0f32; 64];
+            let mut stream = FftStream::new(
+                mechanism,
+                d,
+                &mut workspace,
+                ChaChaNoise::from_seed([3; 32]).unwrap(),
+            )
+            .unwrap();
+            let mut draws = ChaChaNoise::from_seed([3; 32]).unwrap();
+            let mut walk = [0.0f32; 3];
+            for i in 0..5u64 {
+                let mut out = [0.0f32; 3];
+                stream.step_noise(&mut out).unwrap();
+                for (c, w) in walk.iter_mut().enumerate() {
+                    let mut z = [0.0f32; 2];
+                    draws.fill_standard_normal(i, 2 * c as u64, &mut z);
+                    *w += z[0];
+                    assert!((out[c] - *w).abs() < 1e-5, "{kind:?} step {i} c {c}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn refuses_other_forms_and_long_blocks() {
+        let long = MAX_BLOCK + 1;
+        let kernel = vec![0.0f32; 2 * long as usize];
+        let bytes = blob(FftKind::Circulant, long, 1, &kernel, &[]);
+        let mechanism = Mechanism::from_bytes(&bytes).unwrap();
+        assert_eq!(
+            FftStream::<ChaChaNoise>::workspace_len(&mechanism, 1),
+            Err(Error::FftBlockTooLarge {
+                block: long,
+                max: MAX_BLOCK
+            })
+        );
+    }
+
+    proptest! {
+        /// Any valid FFT blob, any dimension: construction and every step succeed or fail with
+        /// a typed error, never a panic.
+        #[test]
+        fn arbitrary_fft_blobs_never_panic(
+            block in 1u32..40,
+            stamps in 1u32..4,
+            optimal in any::<bool>(),
+            values in proptest::collection::vec(-1e30f32..1e30, 80),
+            d in 0usize..5,
+        ) {
+            let m = block as usize;
+            let kernel = &values[..2 * m];
+            let mut generator: Vec<f32> = values[2 * m..].iter().chain(&values[..]).take(m).copied().collect();
+            generator[0] = generator[0].abs().max(1e-30);
+            let (kind, generator) = if optimal {
+                (FftKind::OptimalDecoder, &generator[..])
+            } else {
+                (FftKind::Circulant, &[][..])
+            };
+            let bytes = blob(kind, block, stamps, kernel, generator);
+            let mechanism = Mechanism::from_bytes(&bytes).unwrap();
+            let mut workspace = vec![0.0f32; 20_000];
+            if let Ok(mut stream) = FftStream::new(mechanism, d, &mut workspace, ChaChaNoise::from_seed([9; 32]).unwrap()) {
+                let x = vec![1.0f32; d];
+                let mut out = vec![0.0f32; d];
+                for _ in 0..block * stamps + 1 {
+                    let _ = stream.step(&x, &mut out);
+                }
+                prop_assert_eq!(stream.steps_released(), block * stamps);
+            }
+        }
+    }
+
+    /// The FFT wrapper against a direct DFT, forward and inverse, for every size.
+    #[test]
+    fn fft_matches_direct_dft() {
+        let mut size = 2;
+        while size <= 256 {
+            let input: [Complex32; 256] = core::array::from_fn(|i| {
+                Complex32::new(((i * 7 + 3) % 13) as f32 - 6.0, ((i * 5) % 11) as f32 - 5.0)
+            });
+            let mut a = input;
+            fft(&mut a[..size], false).unwrap();
+            for (f, got) in a[..size].iter().enumerate() {
+                let mut want = Complex32::new(0.0, 0.0);
+                for (t, x) in input[..size].iter().enumerate() {
+                    let angle =
+                        -2.0 * core::f32::consts::PI * ((f * t) % size) as f32 / size as f32;
+                    want += x * Complex32::new(libm::cosf(angle), libm::sinf(angle));
+                }
+                assert!(
+                    (got - want).l1_norm() < 1e-3 * size as f32,
+                    "size {size} f {f}"
+                );
+            }
+            fft(&mut a[..size], true).unwrap();
+            for (x, y) in a[..size].iter().zip(&input[..size]) {
+                assert!((x - y).l1_norm() < 1e-4 * size as f32);
+            }
+            size *= 2;
+        }
+        let mut odd = [Complex32::new(0.0, 0.0); 6];
+        assert_eq!(fft(&mut odd, false), Err(Error::UnsupportedDecoder));
+    }
+}

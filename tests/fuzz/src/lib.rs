@@ -1,0 +1,288 @@
+//! The properties the fuzz targets check, shared by the targets in `fuzz_targets/` and by the
+//! workspace test `tests/tests/fuzz_regressions.rs`, which replays the seed corpus and every saved
+//! crashing input through them on stable Rust.
+//!
+//! A check panics — the fuzzer's crash signal — only when the formats or runtime crates break a
+//! promise: a panic inside them, a blob that parses but does not survive re-encoding, a framing
+//! error for a correctly framed blob, a stream that changes state on a refused call, or one that
+//! does not end after exactly `n` steps. Refusing an input with an error is always fine.
+
+#![forbid(unsafe_code)]
+
+pub mod checkpoint;
+
+use mfc_formats::{CHECKSUM_LEN, Error as BlobError, FORMAT_VERSION, MAGIC, Mechanism, PREFIX_LEN};
+use mfc_runtime::formats::{Decoder, Workload};
+use mfc_runtime::{ChaChaNoise, Error, FftStream, Stream};
+
+/// The dimension `d` blobs are replayed with: more than one coordinate, not a power of two.
+pub const DIM: usize = 3;
+
+/// The noise seed of every replay (any seed but the all-zero one, which is refused).
+pub const SEED: [u8; 32] = [0x5a; 32];
+
+/// Arbitrary bytes as a blob: parse; if the blob is accepted, re-encode it and replay it.
+pub fn blob(bytes: &[u8]) {
+    if let Ok(mechanism) = Mechanism::from_bytes(bytes) {
+        round_trip(bytes, &mechanism);
+        let _replayed = replay(&mechanism);
+    }
+}
+
+/// A blob whose frame (magic, version, flags, length, CRC) is rewritten before parsing, so that
+/// every mutation of a valid blob reaches the postcard decoder and `validate()`.
+///
+/// The bytes between the 16-byte prefix and the 4-byte checksum are the payload (inputs shorter
+/// than a frame are a payload as a whole), so seeds are ordinary `.mfc` files and a crashing
+/// input's [`reframe`] is a crashing input of [`blob`] too.
+pub fn blob_payload(bytes: &[u8]) {
+    let framed = reframe(bytes);
+    match Mechanism::from_bytes(&framed) {
+        Ok(mechanism) => {
+            round_trip(&framed, &mechanism);
+            let _replayed = replay(&mechanism);
+        }
+        Err(
+            e @ (BlobError::Truncated
+            | BlobError::BadMagic
+            | BlobError::UnsupportedVersion { .. }
+            | BlobError::UnsupportedFlags { .. }
+            | BlobError::TrailingBytes
+            | BlobError::ChecksumMismatch { .. }),
+        ) => panic!("a correctly framed blob was refused by its frame: {e:?}"),
+        Err(_) => {}
+    }
+}
+
+/// The payload of `bytes` (see [`blob_payload`]) in a valid frame: magic, version 1, flags 0,
+/// its length and its CRC-32.
+pub fn reframe(bytes: &[u8]) -> Vec<u8> {
+    let payload = if bytes.len() >= PREFIX_LEN + CHECKSUM_LEN {
+        &bytes[PREFIX_LEN..bytes.len() - CHECKSUM_LEN]
+    } else {
+        bytes
+    };
+    let declared = u32::try_from(payload.len()).expect("fuzz inputs are far below 4 GiB");
+    let mut framed = Vec::with_capacity(payload.len() + PREFIX_LEN + CHECKSUM_LEN);
+    framed.extend_from_slice(&MAGIC);
+    framed.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    framed.extend_from_slice(&0u16.to_le_bytes());
+    framed.extend_from_slice(&declared.to_le_bytes());
+    framed.extend_from_slice(payload);
+    let crc = mfc_formats::checksum(&framed);
+    framed.extend_from_slice(&crc.to_le_bytes());
+    framed
+}
+
+/// An accepted blob re-encodes to a blob that parses to the same mechanism, and the input differs
+/// from that canonical encoding only by being longer.
+///
+/// Byte identity holds except for one freedom of postcard's decoder: it accepts overlong
+/// (non-minimal) LEB128 varints, such as `83 00` for 3, which the encoder never writes — see
+/// `tests/fuzz/README.md`, finding 1. Every such encoding is strictly longer than the canonical
+/// one, so an accepted input of the canonical length must be the canonical bytes.
+pub fn round_trip(bytes: &[u8], mechanism: &Mechanism<'_>) {
+    let canonical = mechanism
+        .to_vec()
+        .expect("a mechanism that passed validation must re-encode");
+    let again = Mechanism::from_bytes(&canonical).expect("a re-encoded blob must parse");
+    assert_eq!(&again, mechanism, "re-encoding changed the mechanism");
+    if bytes.len() == canonical.len() {
+        assert!(
+            bytes == canonical.as_slice(),
+            "an accepted blob of canonical length is not byte-identical to its re-encoding"
+        );
+    } else {
+        assert!(
+            bytes.len() > canonical.len(),
+            "an accepted blob is shorter ({}) than its canonical encoding ({})",
+            bytes.len(),
+            canonical.len()
+        );
+    }
+}
+
+/// Row `i` of the input replayed into every stream: one ordinary coordinate, one far above any
+/// clip norm (so clipping scales it) and one tiny one.
+pub fn input_row(i: u32) -> [f32; DIM] {
+    let sign = if i.is_multiple_of(2) { 1.0 } else { -1.0 };
+    [0.25 * i as f32, sign * f32::MAX, 1e-30]
+}
+
+/// One step of `stream`: `step` for a prefix sum, `step_noise` otherwise (where `step` must be
+/// refused). Returns the release.
+pub fn advance(stream: &mut impl Replay, prefix_sum: bool) -> [f32; DIM] {
+    let i = stream.steps_released();
+    let mut out = [0.0f32; DIM];
+    if prefix_sum {
+        stream
+            .step(&input_row(i), &mut out)
+            .expect("a step before the horizon succeeds");
+    } else {
+        assert_eq!(
+            stream.step(&input_row(i), &mut out),
+            Err(Error::WorkloadNotStreamable)
+        );
+        assert_eq!(stream.steps_released(), i);
+        stream
+            .step_noise(&mut out)
+            .expect("a noise step before the horizon succeeds");
+    }
+    assert_eq!(stream.steps_released(), i + 1);
+    out
+}
+
+/// Calls that every stream must refuse without changing anything: rows of the wrong length and a
+/// non-finite input.
+pub fn refused_calls(stream: &mut impl Replay, prefix_sum: bool) {
+    let i = stream.steps_released();
+    let mut out = [0.0f32; DIM];
+    let mut short = [0.0f32; DIM - 1];
+    let row = input_row(i);
+    if prefix_sum {
+        assert!(stream.step(&row[..DIM - 1], &mut out).is_err());
+        assert!(stream.step(&row, &mut short).is_err());
+        assert_eq!(
+            stream.step(&[1.0, f32::NAN, 0.0], &mut out),
+            Err(Error::NonFiniteInput { index: 1 })
+        );
+    }
+    assert!(stream.step_noise(&mut short).is_err());
+    assert_eq!(stream.steps_released(), i);
+}
+
+/// Steps replayed at most per blob: an FFT blob's horizon `n = s·m` is not bounded by its size.
+pub const MAX_REPLAY_STEPS: u32 = 256;
+
+/// The errors a validated blob may meet when a stream is built for it: a noise scale `σ·ζ·sens`
+/// that is not a positive finite `f32`, an FFT block beyond this build's FFT size. Anything else
+/// is a crash.
+fn refusal_is_expected(e: Error) -> bool {
+    matches!(
+        e,
+        Error::InvalidNoiseMultiplier | Error::FftBlockTooLarge { .. }
+    )
+}
+
+/// The body of [`replay`] for one stream type (`Stream` or `FftStream`, which share their
+/// constructors' signatures).
+macro_rules! replay_as {
+    ($stream:ident, $mechanism:expr) => {{
+        let mechanism: &Mechanism<'_> = $mechanism;
+        let needed = match $stream::<ChaChaNoise>::workspace_len(mechanism, DIM) {
+            Ok(needed) => needed,
+            Err(e) if refusal_is_expected(e) => return false,
+            Err(e) => panic!("no workspace size for a validated blob: {e:?}"),
+        };
+        let noise = || ChaChaNoise::from_seed(SEED).expect("a non-zero seed is accepted");
+        let mut short = vec![0.0f32; needed - 1];
+        let refused = $stream::with_noise_multiplier(*mechanism, DIM, &mut short, noise(), 1.0);
+        assert!(matches!(refused, Err(Error::WorkspaceTooSmall { .. })));
+        let mut clean_workspace = vec![0.0f32; needed];
+        let mut disturbed_workspace = vec![f32::NAN; needed];
+        let (clean, disturbed) = match mechanism.header.calibration {
+            Some(_) => (
+                $stream::new(*mechanism, DIM, &mut clean_workspace, noise()),
+                $stream::new(*mechanism, DIM, &mut disturbed_workspace, noise()),
+            ),
+            None => {
+                let uncalibrated = $stream::new(*mechanism, DIM, &mut clean_workspace, noise());
+                assert!(matches!(uncalibrated, Err(Error::NotCalibrated)));
+                (
+                    $stream::with_noise_multiplier(
+                        *mechanism,
+                        DIM,
+                        &mut clean_workspace,
+                        noise(),
+                        1.0,
+                    ),
+                    $stream::with_noise_multiplier(
+                        *mechanism,
+                        DIM,
+                        &mut disturbed_workspace,
+                        noise(),
+                        1.0,
+                    ),
+                )
+            }
+        };
+        let (mut clean, mut disturbed) = match (clean, disturbed) {
+            (Ok(clean), Ok(disturbed)) => (clean, disturbed),
+            (Err(e), Err(f)) if e == f && refusal_is_expected(e) => return false,
+            (clean, disturbed) => panic!(
+                "a validated blob was refused by the runtime: {:?}, {:?}",
+                clean.err(),
+                disturbed.err()
+            ),
+        };
+        replay_streams(&mut clean, &mut disturbed, mechanism);
+        true
+    }};
+}
+
+/// Replays a validated blob through the runtime at dimension [`DIM`], with the stream of its
+/// decoder form: a stream that sees refused calls before every step releases bit-for-bit what an
+/// undisturbed stream releases, both end after exactly `n` steps (for `n ≤` [`MAX_REPLAY_STEPS`];
+/// longer streams are replayed that far), and a workspace one float short is refused. Returns
+/// whether the blob was replayed: `false` if the runtime refused it with an expected error.
+pub fn replay(mechanism: &Mechanism<'_>) -> bool {
+    match mechanism.decoder {
+        Decoder::BandedLowRank(_) => replay_as!(Stream, mechanism),
+        Decoder::Fft(_) => replay_as!(FftStream, mechanism),
+        #[allow(unreachable_patterns)]
+        _ => false,
+    }
+}
+
+/// The lockstep replay of [`replay`].
+fn replay_streams(clean: &mut impl Replay, disturbed: &mut impl Replay, mechanism: &Mechanism<'_>) {
+    let prefix_sum = matches!(mechanism.header.workload, Workload::PrefixSum);
+    let n = mechanism.steps();
+    for _ in 0..n.min(MAX_REPLAY_STEPS) {
+        refused_calls(disturbed, prefix_sum);
+        let expected = advance(clean, prefix_sum);
+        let released = advance(disturbed, prefix_sum);
+        assert_eq!(
+            expected.map(f32::to_bits),
+            released.map(f32::to_bits),
+            "a refused call changed the stream"
+        );
+    }
+    if n <= MAX_REPLAY_STEPS {
+        let mut out = [0.0f32; DIM];
+        for stream in [clean as &mut dyn Replay, disturbed as &mut dyn Replay] {
+            assert_eq!(
+                stream.step_noise(&mut out),
+                Err(Error::StreamFinished { steps: n })
+            );
+            assert_eq!(stream.steps_released(), n);
+        }
+    }
+}
+
+/// The calls the checks make on a runtime stream, for every decoder form's stream type.
+pub trait Replay {
+    /// `step`: clip, sum, noise, release.
+    fn step(&mut self, input: &[f32], release: &mut [f32]) -> Result<(), Error>;
+    /// `step_noise`: the noise only.
+    fn step_noise(&mut self, out: &mut [f32]) -> Result<(), Error>;
+    /// `steps_released`.
+    fn steps_released(&self) -> u32;
+}
+
+macro_rules! impl_replay {
+    ($($stream:ident),*) => {$(
+        impl Replay for $stream<'_, '_, ChaChaNoise> {
+            fn step(&mut self, input: &[f32], release: &mut [f32]) -> Result<(), Error> {
+                $stream::step(self, input, release)
+            }
+            fn step_noise(&mut self, out: &mut [f32]) -> Result<(), Error> {
+                $stream::step_noise(self, out)
+            }
+            fn steps_released(&self) -> u32 {
+                $stream::steps_released(self)
+            }
+        }
+    )*};
+}
+impl_replay!(Stream, FftStream);

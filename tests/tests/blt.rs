@@ -1,0 +1,179 @@
+//! The BLT form end to end: optimize → round to f32 → blob → `BltStream`, checked against
+//! references computed here from the blob's own parameters: the dense Toeplitz decoder
+//! `B = S C⁻¹` over 10⁵ steps (at sampled steps, against every earlier noise row) and the
+//! sensitivity as the largest column norm of the dense encoder `C = T(r)⁻¹` (small horizon).
+#![allow(clippy::needless_range_loop)] // index loops mirror the matrix formulas
+
+use mfc_compiler::blob::{BlobOptions, encode_blt};
+use mfc_compiler::participation::Participation;
+use mfc_compiler::toeplitz::{compile_blt, optimize_blt};
+use mfc_formats::{Calibration, Decoder, Mechanism};
+use mfc_runtime::noise::NoiseSource;
+use mfc_runtime::{BltStream, ChaChaNoise, Error};
+
+const SEED: [u8; 32] = *b"blt end-to-end test seed, 32 b!!";
+
+fn blob(n: usize, buffers: usize, horizon: usize) -> Vec<u8> {
+    let single = Participation::Single;
+    let blt = optimize_blt(n, buffers, &single).unwrap();
+    let compiled = compile_blt(&blt, n, horizon, &single).unwrap();
+    let options = BlobOptions {
+        clip_norm: 2.0,
+        calibration: Some(Calibration {
+            noise_multiplier: 0.8,
+            target: None,
+        }),
+    };
+    encode_blt(&compiled, &options).unwrap()
+}
+
+/// `r_0 = 1`, `r_k = Σ_j ω_j θ_j^{k−1}` from the blob's tables, in f64 by direct powers.
+fn decoder_coefficients(m: &Mechanism<'_>, len: usize) -> Vec<f64> {
+    let Decoder::Blt(d) = m.decoder else {
+        panic!("not a BLT blob")
+    };
+    let (theta, omega): (Vec<f64>, Vec<f64>) = (
+        d.theta.iter().map(f64::from).collect(),
+        d.omega.iter().map(f64::from).collect(),
+    );
+    (0..len)
+        .map(|k| {
+            if k == 0 {
+                1.0
+            } else {
+                theta
+                    .iter()
+                    .zip(&omega)
+                    .map(|(t, w)| w * t.powi(k as i32 - 1))
+                    .sum()
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn recorded_sensitivity_is_the_dense_encoders_column_norm() {
+    let horizon = 64;
+    let bytes = blob(48, 3, horizon);
+    let m = Mechanism::from_bytes(&bytes).unwrap();
+    let r = decoder_coefficients(&m, horizon);
+    // C = T(r)⁻¹ densely; its largest column norm.
+    let t = faer::Mat::from_fn(horizon, horizon, |i, j| if j <= i { r[i - j] } else { 0.0 });
+    let mut c = faer::Mat::<f64>::identity(horizon, horizon);
+    t.solve_lower_triangular_in_place(c.as_mut());
+    let sens = (0..horizon).map(|j| c.col(j).norm_l2()).fold(0.0, f64::max);
+    let recorded = m.header.sensitivity.value;
+    assert!(
+        (recorded - sens).abs() <= 1e-12 * sens,
+        "{recorded} vs {sens}"
+    );
+    assert_eq!(m.steps() as usize, horizon);
+}
+
+#[test]
+fn replay_equals_dense_toeplitz_for_100k_steps_with_fixed_ram() {
+    let (n, buffers, horizon, dim) = (256, 4, 100_000, 4);
+    let bytes = blob(n, buffers, horizon);
+    let m = Mechanism::from_bytes(&bytes).unwrap();
+    let needed = BltStream::<ChaChaNoise>::workspace_len(&m, dim).unwrap();
+    assert_eq!(
+        needed,
+        (buffers + 1) * dim,
+        "RAM does not depend on the horizon"
+    );
+    let scale = m.noise_stddev().unwrap();
+    let zeta = m.header.clip_norm;
+    // b = prefix sums of r: row t of B = S C⁻¹ is b_t, …, b_0.
+    let r = decoder_coefficients(&m, horizon);
+    let b: Vec<f64> = r
+        .iter()
+        .scan(0.0, |acc, x| {
+            *acc += x;
+            Some(*acc)
+        })
+        .collect();
+    let mut z = vec![[0.0f32; 4]; horizon];
+    let mut reference_noise = ChaChaNoise::from_seed(SEED).unwrap();
+    for (t, row) in z.iter_mut().enumerate() {
+        reference_noise.fill_standard_normal(t as u64, 0, row);
+    }
+    let mut workspace = vec![0.0f32; needed];
+    let mut stream = BltStream::new(
+        m,
+        dim,
+        &mut workspace,
+        ChaChaNoise::from_seed(SEED).unwrap(),
+    )
+    .unwrap();
+    let mut sums = [0.0f64; 4];
+    let mut out = [0.0f32; 4];
+    let mut row_variance = 0.0;
+    let mut worst: f64 = 0.0;
+    for t in 0..horizon {
+        let big = if t % 5 == 0 { 30.0 } else { 0.4 };
+        let x: [f32; 4] = core::array::from_fn(|c| big * ((t * 3 + c * 7) % 9) as f32 / 9.0 - 0.1);
+        let norm = x.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>().sqrt();
+        let clip = if norm > zeta { zeta / norm } else { 1.0 };
+        stream.step(&x, &mut out).unwrap();
+        row_variance += b[t] * b[t];
+        for c in 0..dim {
+            sums[c] += f64::from(x[c]) * clip;
+        }
+        let sampled = t < 200 || t % 4999 == 0 || t + 3 >= horizon;
+        if !sampled {
+            continue;
+        }
+        let stddev = scale * row_variance.sqrt();
+        for c in 0..dim {
+            let noise: f64 = (0..=t).map(|u| b[t - u] * f64::from(z[u][c])).sum();
+            let expected = sums[c] + scale * noise;
+            let error = (f64::from(out[c]) - expected).abs() / (expected.abs() + stddev);
+            worst = worst.max(error);
+            assert!(
+                error <= 1e-4,
+                "step {t} coord {c}: {} vs {expected}",
+                out[c]
+            );
+        }
+    }
+    eprintln!("BLT({buffers}) over {horizon} steps, d = {dim}: worst relative error {worst:.2e}");
+    // Past the horizon the stream stops, and a refused step changes nothing.
+    assert_eq!(
+        stream.step(&[0.0; 4], &mut out),
+        Err(Error::StreamFinished {
+            steps: horizon as u32
+        })
+    );
+}
+
+#[test]
+fn bad_input_is_refused_without_changing_state() {
+    let bytes = blob(32, 2, 40);
+    let m = Mechanism::from_bytes(&bytes).unwrap();
+    let mut ws = vec![0.0f32; 9];
+    let mut a = BltStream::new(m, 3, &mut ws, ChaChaNoise::from_seed(SEED).unwrap()).unwrap();
+    let mut ws2 = vec![0.0f32; 9];
+    let mut b = BltStream::new(m, 3, &mut ws2, ChaChaNoise::from_seed(SEED).unwrap()).unwrap();
+    let (mut out_a, mut out_b) = ([0.0f32; 3], [0.0f32; 3]);
+    a.step(&[1.0, 2.0, 3.0], &mut out_a).unwrap();
+    b.step(&[1.0, 2.0, 3.0], &mut out_b).unwrap();
+    assert_eq!(
+        a.step(&[f32::NAN, 0.0, 0.0], &mut out_a),
+        Err(Error::NonFiniteInput { index: 0 })
+    );
+    assert!(matches!(
+        a.step(&[0.0; 2], &mut out_a),
+        Err(Error::DimensionMismatch { .. })
+    ));
+    a.step(&[0.5, 0.5, 0.5], &mut out_a).unwrap();
+    b.step(&[0.5, 0.5, 0.5], &mut out_b).unwrap();
+    assert_eq!(out_a, out_b);
+    let mut small = vec![0.0f32; 8];
+    assert!(matches!(
+        BltStream::new(m, 3, &mut small, ChaChaNoise::from_seed(SEED).unwrap()),
+        Err(Error::WorkspaceTooSmall {
+            needed: 9,
+            found: 8
+        })
+    ));
+}
