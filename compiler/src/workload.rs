@@ -191,6 +191,14 @@ pub fn validate(a: &Mat<f64>) -> Result<()> {
 /// validates it as a workload.
 pub fn read_npy(path: impl AsRef<std::path::Path>) -> Result<Mat<f64>> {
     let path = path.as_ref();
+    let a = read_npy_matrix(path)?;
+    validate(&a).map_err(|e| Error::InvalidWorkload(format!("{}: {e}", path.display())))?;
+    Ok(a)
+}
+
+/// Reads a 2-D `float64` or `float32` matrix (C or Fortran order) from a `.npy` file.
+pub fn read_npy_matrix(path: impl AsRef<std::path::Path>) -> Result<Mat<f64>> {
+    let path = path.as_ref();
     let bytes = std::fs::read(path).map_err(|e| {
         Error::Io(std::io::Error::new(
             e.kind(),
@@ -221,15 +229,13 @@ pub fn read_npy(path: impl AsRef<std::path::Path>) -> Result<Mat<f64>> {
     if values.len() != rows * cols {
         return Err(bad("the data is truncated".into()));
     }
-    let a = Mat::from_fn(rows, cols, |i, j| {
+    Ok(Mat::from_fn(rows, cols, |i, j| {
         if fortran {
             values[j * rows + i]
         } else {
             values[i * cols + j]
         }
-    });
-    validate(&a).map_err(|e| bad(e.to_string()))?;
-    Ok(a)
+    }))
 }
 
 #[cfg(test)]

@@ -321,3 +321,168 @@ fn compile_blt_and_fft_forms_and_inspect_them() {
         assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", stderr(&o));
     }
 }
+
+#[test]
+fn simulate_streams_inputs_like_the_runtime() {
+    let blob = temp("simulate.mfc");
+    let o = mfc(&[
+        "compile",
+        "--steps",
+        "12",
+        "--band",
+        "3",
+        "--rank",
+        "2",
+        "--noise-multiplier",
+        "1.5",
+        "--out",
+        blob.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let input = temp("inputs.csv");
+    let rows: Vec<[f32; 2]> = (0..10).map(|i| [i as f32 * 0.25, 3.0 - i as f32]).collect();
+    let csv: String = rows
+        .iter()
+        .map(|r| format!("{},{}\n", r[0], r[1]))
+        .collect();
+    std::fs::write(&input, csv).unwrap();
+    let seed = "0f".repeat(32);
+    let (csv_out, npy_out) = (temp("released.csv"), temp("released.npy"));
+    for out in [&csv_out, &npy_out] {
+        let o = mfc(&[
+            "simulate",
+            blob.to_str().unwrap(),
+            "--input",
+            input.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--seed",
+            &seed,
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    // The same stream in process, with the same seed.
+    let bytes = std::fs::read(&blob).unwrap();
+    let m = mfc_formats::Mechanism::from_bytes(&bytes).unwrap();
+    let mut ws = vec![0.0f32; 12];
+    let noise = mfc_runtime::ChaChaNoise::from_seed([0x0f; 32]).unwrap();
+    let mut stream = mfc_runtime::Stream::new(m, 2, &mut ws, noise).unwrap();
+    let written = std::fs::read_to_string(&csv_out).unwrap();
+    let npy = mfc_compiler::workload::read_npy_matrix(&npy_out).unwrap();
+    assert_eq!((npy.nrows(), npy.ncols()), (10, 2));
+    for (i, (line, x)) in written.lines().zip(&rows).enumerate() {
+        let mut y = [0.0f32; 2];
+        stream.step(x, &mut y).unwrap();
+        let got: Vec<f32> = line.split(',').map(|v| v.parse().unwrap()).collect();
+        assert_eq!(got, y, "step {i}");
+        assert_eq!([npy[(i, 0)] as f32, npy[(i, 1)] as f32], y);
+    }
+    // A malformed input and a short seed are refused with code 2.
+    std::fs::write(&input, "1,2\n3,x\n").unwrap();
+    let o = mfc(&[
+        "simulate",
+        blob.to_str().unwrap(),
+        "--input",
+        input.to_str().unwrap(),
+        "--out",
+        csv_out.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = mfc(&[
+        "simulate",
+        blob.to_str().unwrap(),
+        "--input",
+        input.to_str().unwrap(),
+        "--out",
+        csv_out.to_str().unwrap(),
+        "--seed",
+        "abc",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+/// `inspect --export` writes the tables as .npy; rebuilding B̂ from them by the SPEC's formula
+/// gives back the loss recorded in the header.
+#[test]
+fn inspect_exports_the_tables_for_numpy() {
+    let blob = temp("export.mfc");
+    let o = mfc(&[
+        "compile",
+        "--steps",
+        "20",
+        "--band",
+        "3",
+        "--rank",
+        "2",
+        "--out",
+        blob.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dir = temp("export-dir");
+    let o = mfc(&[
+        "inspect",
+        blob.to_str().unwrap(),
+        "--export",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let read = |name: &str| mfc_compiler::workload::read_npy_matrix(dir.join(name)).unwrap();
+    let (d, l, r) = (read("diagonals.npy"), read("left.npy"), read("right.npy"));
+    assert_eq!((d.nrows(), d.ncols(), l.ncols(), r.ncols()), (20, 3, 2, 2));
+    let header: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("header.json")).unwrap()).unwrap();
+    // B̂[i, j] = D[i, i−j] for i − j < h, (L Rᵀ)[i, j] below the band.
+    let mut frobenius = 0.0;
+    for i in 0..20 {
+        for j in 0..=i {
+            let b = if i - j < 3 {
+                d[(i, i - j)]
+            } else {
+                (0..2).map(|q| l[(i, q)] * r[(j, q)]).sum()
+            };
+            frobenius += b * b;
+        }
+    }
+    let sens = header["sensitivity"].as_f64().unwrap();
+    let sqrt_loss = header["sqrt_loss"].as_f64().unwrap();
+    assert!((sens * frobenius.sqrt() - sqrt_loss).abs() <= 1e-6 * sqrt_loss);
+}
+
+#[test]
+fn compare_prints_every_family_and_refuses_an_empty_horizon() {
+    let o = mfc(&[
+        "compare",
+        "--steps",
+        "32",
+        "--band",
+        "3",
+        "--rank",
+        "2",
+        "--max-buffers",
+        "2",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let names: Vec<&str> = rows
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["mechanism"].as_str().unwrap())
+        .collect();
+    for family in [
+        "optimal",
+        "banded + low rank",
+        "BLT, 2",
+        "FFT",
+        "square root",
+        "Honaker online",
+    ] {
+        assert!(
+            names.iter().any(|n| n.starts_with(family)),
+            "{family} missing: {names:?}"
+        );
+    }
+    let o = mfc(&["compare", "--steps", "0"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+}

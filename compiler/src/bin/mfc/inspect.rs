@@ -14,6 +14,60 @@ pub struct Args {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// Also write the report as `header.json` and every decoder table as a float32 `.npy` file
+    /// (shapes as in formats/SPEC.md: `diagonals` n×h, `left`/`right` n×r; `theta`, `omega`;
+    /// `kernel`, `generator`) into this directory, e.g. for `numpy.load`.
+    #[arg(long)]
+    export: Option<PathBuf>,
+}
+
+/// Writes `values` as a float32 `.npy` array of `shape` (row-major).
+fn write_npy(
+    path: &std::path::Path,
+    shape: &[u64],
+    values: mfc_formats::F32Table<'_>,
+) -> Result<(), Error> {
+    use npyz::WriterBuilder;
+    let io = |e: std::io::Error| {
+        Error::Io(std::io::Error::new(
+            e.kind(),
+            format!("{}: {e}", path.display()),
+        ))
+    };
+    let file = std::fs::File::create(path).map_err(io)?;
+    let mut writer = npyz::WriteOptions::new()
+        .default_dtype()
+        .shape(shape)
+        .writer(std::io::BufWriter::new(file))
+        .begin_nd()
+        .map_err(io)?;
+    writer.extend(values.iter()).map_err(io)?;
+    writer.finish().map_err(io)
+}
+
+/// The decoder's tables with their shapes, for `--export`.
+fn tables<'a>(m: &Mechanism<'a>) -> Vec<(&'static str, Vec<u64>, mfc_formats::F32Table<'a>)> {
+    let n = u64::from(m.header.steps);
+    match m.decoder {
+        Decoder::BandedLowRank(d) => vec![
+            ("diagonals", vec![n, u64::from(d.band)], d.diagonals),
+            ("left", vec![n, u64::from(d.rank)], d.left),
+            ("right", vec![n, u64::from(d.rank)], d.right),
+        ],
+        Decoder::Blt(d) => vec![
+            ("theta", vec![d.buffers() as u64], d.theta),
+            ("omega", vec![d.buffers() as u64], d.omega),
+        ],
+        Decoder::Fft(d) => vec![
+            ("kernel", vec![2 * u64::from(d.block)], d.kernel),
+            (
+                "generator",
+                vec![(d.generator.as_bytes().len() / 4) as u64],
+                d.generator,
+            ),
+        ],
+        _ => Vec::new(),
+    }
 }
 
 pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
@@ -97,6 +151,24 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         "table_bytes": table_bytes,
         "runtime_floats_per_coordinate": ram,
     });
+    if let Some(dir) = &args.export {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            Error::Io(std::io::Error::new(
+                e.kind(),
+                format!("{}: {e}", dir.display()),
+            ))
+        })?;
+        let header = dir.join("header.json");
+        std::fs::write(&header, serde_json::to_string_pretty(&report)?).map_err(|e| {
+            Error::Io(std::io::Error::new(
+                e.kind(),
+                format!("{}: {e}", header.display()),
+            ))
+        })?;
+        for (name, shape, values) in tables(&m) {
+            write_npy(&dir.join(format!("{name}.npy")), &shape, values)?;
+        }
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());

@@ -10,6 +10,7 @@ mod calibrate;
 mod compare;
 mod compile;
 mod inspect;
+mod simulate;
 
 /// Differentially private continual release with correlated Gaussian noise.
 #[derive(Parser)]
@@ -29,6 +30,8 @@ enum Command {
     Calibrate(calibrate::Args),
     /// Compare mechanism families for the prefix sum at equal privacy (one table).
     Compare(compare::Args),
+    /// Stream inputs (CSV or .npy) through a blob on the host and write the releases.
+    Simulate(simulate::Args),
 }
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -36,6 +39,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         Command::Compile(args) => compile::run(args),
         Command::Inspect(args) => inspect::run(args),
         Command::Compare(args) => compare::run(args),
+        Command::Simulate(args) => simulate::run(args),
         Command::Calibrate(args) => calibrate::run(args),
     }
 }
