@@ -46,6 +46,8 @@ pub struct Row {
     pub blob_bytes: Option<usize>,
     /// Whether the decoder is causal (output `i` uses noise rows `≤ i` only).
     pub streaming: bool,
+    /// `sens·‖B[i,:]‖` for every step `i` (units of `σζ`): the error profile (001 Fig. 4).
+    pub per_step_stddev: Vec<f64>,
     /// For BLT rows: `(N, √L_N, sens_N)` at `N = n, 2n, 4n, 8n` steps with the parameters
     /// optimized for `n` (BLT has no horizon; see [`Blt::beyond_horizon`]).
     pub beyond_horizon: Vec<(usize, f64, f64)>,
@@ -90,6 +92,7 @@ fn evaluate(
         flops_per_step,
         blob_bytes: None,
         streaming,
+        per_step_stddev: decoder_row_norms.iter().map(|r| (s2 * r).sqrt()).collect(),
         beyond_horizon: Vec::new(),
     })
 }
@@ -219,6 +222,7 @@ pub fn compare(options: &CompareOptions, progress: &mut dyn FnMut(&str)) -> Resu
             flops_per_step: ffts * size * size.trailing_zeros() as usize / n,
             blob_bytes: Some(bytes.len()),
             streaming: true,
+            per_step_stddev: fft.per_step_variance.iter().map(|v| v.sqrt()).collect(),
             beyond_horizon: Vec::new(),
         });
     }

@@ -486,3 +486,48 @@ fn compare_prints_every_family_and_refuses_an_empty_horizon() {
     let o = mfc(&["compare", "--steps", "0"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
 }
+
+#[test]
+fn plot_writes_svg_figures() {
+    let errors = temp("errors.svg");
+    let o = mfc(&["plot", "--steps", "48", "--out", errors.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let svg = std::fs::read_to_string(&errors).unwrap();
+    assert!(svg.starts_with("<svg"));
+    // One curve per family drawn, each with its label.
+    for label in ["optimal", "BLT, 4 buffers", "square root", "Honaker online"] {
+        assert!(svg.contains(label), "{label} missing");
+    }
+    assert!(svg.matches("<polyline").count() >= 6);
+    let heat = temp("heat.svg");
+    let o = mfc(&[
+        "plot",
+        "--kind",
+        "heatmap",
+        "--steps",
+        "16",
+        "--out",
+        heat.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // 2 panels of 16 × 16 cells.
+    assert!(
+        std::fs::read_to_string(&heat)
+            .unwrap()
+            .matches("<rect")
+            .count()
+            >= 2 * 256
+    );
+    for bad in [
+        &["--kind", "pie"][..],
+        &["--kind", "heatmap", "--steps", "600"][..],
+    ] {
+        let mut args = vec!["plot", "--out", heat.to_str().unwrap()];
+        if !bad.contains(&"--steps") {
+            args.extend_from_slice(&["--steps", "16"]);
+        }
+        args.extend_from_slice(bad);
+        let o = mfc(&args);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", stderr(&o));
+    }
+}

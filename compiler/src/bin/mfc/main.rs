@@ -10,6 +10,7 @@ mod calibrate;
 mod compare;
 mod compile;
 mod inspect;
+mod plot;
 mod simulate;
 
 /// Differentially private continual release with correlated Gaussian noise.
@@ -32,6 +33,8 @@ enum Command {
     Compare(compare::Args),
     /// Stream inputs (CSV or .npy) through a blob on the host and write the releases.
     Simulate(simulate::Args),
+    /// Draw per-step error curves or factorization heatmaps (SVG).
+    Plot(plot::Args),
 }
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -40,6 +43,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         Command::Inspect(args) => inspect::run(args),
         Command::Compare(args) => compare::run(args),
         Command::Simulate(args) => simulate::run(args),
+        Command::Plot(args) => plot::run(args),
         Command::Calibrate(args) => calibrate::run(args),
     }
 }
