@@ -227,9 +227,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "\nThe optimal factorization adds the least noise ({:.2} against {:.2} and {:.2}) and trains best.",
         rows[0].1, rows[1].1, rows[2].1
     );
-    if !(rows[0].1 < rows[1].1 && rows[0].1 < rows[2].1)
-        || !(results[0] < results[1] && results[0] < results[2])
-    {
+    let least_noise = rows[0].1 < rows[1].1 && rows[0].1 < rows[2].1;
+    let trains_best = results[0] < results[1] && results[0] < results[2];
+    if !(least_noise && trains_best) {
         return Err("the optimal factorization should add the least noise and train best".into());
     }
     Ok(())
