@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The C interface: the checked-in header is what cbindgen generates, and a C program linked
+# against libmfc.a releases exactly what the Rust runtime releases for the same blob and seed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+command -v cbindgen >/dev/null || cargo install cbindgen --locked --version 0.29.4
+cbindgen --config runtime/capi/cbindgen.toml --crate mfc-runtime-capi --output target/mfc.h
+diff -u runtime/capi/include/mfc.h target/mfc.h
+
+cargo build --release -p mfc-runtime-capi
+cc -O2 -Wall -Wextra -Werror -I runtime/capi/include runtime/capi/examples/telemetry.c \
+    target/release/libmfc.a -lpthread -ldl -lm -o target/telemetry-c
+cargo run --release -q -p mfc-compiler --bin mfc -- compile --steps 48 --band 4 --rank 3 \
+    --epsilon 2 --delta 1e-6 --out target/capi.mfc >/dev/null
+target/telemetry-c target/capi.mfc > target/capi-c.txt
+cargo run --release -q -p mfc-examples --example capi_reference -- target/capi.mfc > target/capi-rust.txt
+diff target/capi-c.txt target/capi-rust.txt
+echo "C and Rust agree on all $(wc -l < target/capi-rust.txt) releases"
