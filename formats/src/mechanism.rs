@@ -343,8 +343,12 @@ impl<'a> BandedLowRank<'a> {
 }
 
 fn check_table(table: &'static str, t: F32Table<'_>, rows: u32, cols: u32) -> Result<(), Error> {
-    let expected = u64::from(rows) * u64::from(cols) * 4;
-    if t.as_bytes().len() as u64 != expected {
+    // u32 × u32 × 4 can exceed u64: an overflowing size is a length no table can have.
+    let expected = u64::from(rows)
+        .checked_mul(u64::from(cols))
+        .and_then(|x| x.checked_mul(4));
+    if expected != Some(t.as_bytes().len() as u64) {
+        let expected = expected.unwrap_or(u64::MAX);
         return Err(Error::TableLength {
             table,
             expected: u32::try_from(expected).unwrap_or(u32::MAX),

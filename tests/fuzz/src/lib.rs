@@ -13,7 +13,7 @@ pub mod checkpoint;
 
 use mfc_formats::{CHECKSUM_LEN, Error as BlobError, FORMAT_VERSION, MAGIC, Mechanism, PREFIX_LEN};
 use mfc_runtime::formats::{Decoder, Workload};
-use mfc_runtime::{ChaChaNoise, Error, FftStream, Stream};
+use mfc_runtime::{BltStream, ChaChaNoise, Error, FftStream, Stream};
 
 /// The dimension `d` blobs are replayed with: more than one coordinate, not a power of two.
 pub const DIM: usize = 3;
@@ -126,6 +126,7 @@ pub fn advance(stream: &mut impl Replay, prefix_sum: bool) -> [f32; DIM] {
         assert_eq!(stream.steps_released(), i);
         stream
             .step_noise(&mut out)
+            .expect("a stream of another workload releases noise only")
             .expect("a noise step before the horizon succeeds");
     }
     assert_eq!(stream.steps_released(), i + 1);
@@ -147,37 +148,47 @@ pub fn refused_calls(stream: &mut impl Replay, prefix_sum: bool) {
             Err(Error::NonFiniteInput { index: 1 })
         );
     }
-    assert!(stream.step_noise(&mut short).is_err());
+    if let Some(refused) = stream.step_noise(&mut short) {
+        assert!(refused.is_err());
+    }
     assert_eq!(stream.steps_released(), i);
 }
 
-/// Steps replayed at most per blob: an FFT blob's horizon `n = s·m` is not bounded by its size.
+/// Steps replayed at most per blob: the horizon of an FFT or BLT blob is not bounded by its size.
 pub const MAX_REPLAY_STEPS: u32 = 256;
 
 /// The errors a validated blob may meet when a stream is built for it: a noise scale `σ·ζ·sens`
-/// that is not a positive finite `f32`, an FFT block beyond this build's FFT size. Anything else
-/// is a crash.
-fn refusal_is_expected(e: Error) -> bool {
-    matches!(
-        e,
-        Error::InvalidNoiseMultiplier | Error::FftBlockTooLarge { .. }
-    )
+/// that is not a positive finite `f32`, an FFT block beyond this build's FFT size, a BLT form of a
+/// workload other than prefix sums. Anything else is a crash.
+fn refusal_is_expected(e: Error, mechanism: &Mechanism<'_>) -> bool {
+    match e {
+        Error::InvalidNoiseMultiplier | Error::FftBlockTooLarge { .. } => true,
+        Error::WorkloadNotStreamable => {
+            matches!(mechanism.decoder, Decoder::Blt(_))
+                && !matches!(mechanism.header.workload, Workload::PrefixSum)
+        }
+        _ => false,
+    }
 }
 
-/// The body of [`replay`] for one stream type (`Stream` or `FftStream`, which share their
-/// constructors' signatures).
+/// The body of [`replay`] for one stream type (`Stream`, `FftStream`, `BltStream`, which
+/// share their constructors' signatures).
 macro_rules! replay_as {
     ($stream:ident, $mechanism:expr) => {{
         let mechanism: &Mechanism<'_> = $mechanism;
         let needed = match $stream::<ChaChaNoise>::workspace_len(mechanism, DIM) {
             Ok(needed) => needed,
-            Err(e) if refusal_is_expected(e) => return false,
+            Err(e) if refusal_is_expected(e, mechanism) => return false,
             Err(e) => panic!("no workspace size for a validated blob: {e:?}"),
         };
         let noise = || ChaChaNoise::from_seed(SEED).expect("a non-zero seed is accepted");
         let mut short = vec![0.0f32; needed - 1];
         let refused = $stream::with_noise_multiplier(*mechanism, DIM, &mut short, noise(), 1.0);
-        assert!(matches!(refused, Err(Error::WorkspaceTooSmall { .. })));
+        match refused {
+            Err(Error::WorkspaceTooSmall { .. }) => {}
+            Err(e) if refusal_is_expected(e, mechanism) => return false,
+            other => panic!("a short workspace was not refused: {:?}", other.err()),
+        }
         let mut clean_workspace = vec![0.0f32; needed];
         let mut disturbed_workspace = vec![f32::NAN; needed];
         let (clean, disturbed) = match mechanism.header.calibration {
@@ -208,7 +219,7 @@ macro_rules! replay_as {
         };
         let (mut clean, mut disturbed) = match (clean, disturbed) {
             (Ok(clean), Ok(disturbed)) => (clean, disturbed),
-            (Err(e), Err(f)) if e == f && refusal_is_expected(e) => return false,
+            (Err(e), Err(f)) if e == f && refusal_is_expected(e, mechanism) => return false,
             (clean, disturbed) => panic!(
                 "a validated blob was refused by the runtime: {:?}, {:?}",
                 clean.err(),
@@ -229,6 +240,7 @@ pub fn replay(mechanism: &Mechanism<'_>) -> bool {
     match mechanism.decoder {
         Decoder::BandedLowRank(_) => replay_as!(Stream, mechanism),
         Decoder::Fft(_) => replay_as!(FftStream, mechanism),
+        Decoder::Blt(_) => replay_as!(BltStream, mechanism),
         #[allow(unreachable_patterns)]
         _ => false,
     }
@@ -251,10 +263,14 @@ fn replay_streams(clean: &mut impl Replay, disturbed: &mut impl Replay, mechanis
     if n <= MAX_REPLAY_STEPS {
         let mut out = [0.0f32; DIM];
         for stream in [clean as &mut dyn Replay, disturbed as &mut dyn Replay] {
-            assert_eq!(
-                stream.step_noise(&mut out),
-                Err(Error::StreamFinished { steps: n })
-            );
+            let finished = if prefix_sum {
+                stream.step(&input_row(n), &mut out)
+            } else {
+                stream
+                    .step_noise(&mut out)
+                    .expect("noise-only streams have step_noise")
+            };
+            assert_eq!(finished, Err(Error::StreamFinished { steps: n }));
             assert_eq!(stream.steps_released(), n);
         }
     }
@@ -264,8 +280,8 @@ fn replay_streams(clean: &mut impl Replay, disturbed: &mut impl Replay, mechanis
 pub trait Replay {
     /// `step`: clip, sum, noise, release.
     fn step(&mut self, input: &[f32], release: &mut [f32]) -> Result<(), Error>;
-    /// `step_noise`: the noise only.
-    fn step_noise(&mut self, out: &mut [f32]) -> Result<(), Error>;
+    /// `step_noise`, the noise only; `None` for a stream type without it.
+    fn step_noise(&mut self, out: &mut [f32]) -> Option<Result<(), Error>>;
     /// `steps_released`.
     fn steps_released(&self) -> u32;
 }
@@ -276,8 +292,8 @@ macro_rules! impl_replay {
             fn step(&mut self, input: &[f32], release: &mut [f32]) -> Result<(), Error> {
                 $stream::step(self, input, release)
             }
-            fn step_noise(&mut self, out: &mut [f32]) -> Result<(), Error> {
-                $stream::step_noise(self, out)
+            fn step_noise(&mut self, out: &mut [f32]) -> Option<Result<(), Error>> {
+                Some($stream::step_noise(self, out))
             }
             fn steps_released(&self) -> u32 {
                 $stream::steps_released(self)
@@ -286,3 +302,16 @@ macro_rules! impl_replay {
     )*};
 }
 impl_replay!(Stream, FftStream);
+
+/// The BLT form streams prefix sums only (it refuses other workloads when built).
+impl Replay for BltStream<'_, '_, ChaChaNoise> {
+    fn step(&mut self, input: &[f32], release: &mut [f32]) -> Result<(), Error> {
+        BltStream::step(self, input, release)
+    }
+    fn step_noise(&mut self, _: &mut [f32]) -> Option<Result<(), Error>> {
+        None
+    }
+    fn steps_released(&self) -> u32 {
+        BltStream::steps_released(self)
+    }
+}
