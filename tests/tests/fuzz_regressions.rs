@@ -165,9 +165,8 @@ fn overlong_varints_in_checkpoints_are_refused() {
 /// now computed with checked arithmetic and both inputs are refused with `TableLength`.
 #[test]
 fn table_sizes_that_overflow_are_refused() {
-    let handmade =
-        std::fs::read(fuzz_dir().join("regressions/blob/table_length_overflow.mfc"))
-            .expect("the saved input");
+    let handmade = std::fs::read(fuzz_dir().join("regressions/blob/table_length_overflow.mfc"))
+        .expect("the saved input");
     let parsed = std::panic::catch_unwind(|| Mechanism::from_bytes(&handmade).map(|_| ()));
     assert!(
         matches!(parsed, Ok(Err(Error::TableLength { .. }))),
