@@ -51,6 +51,50 @@ fn exact_f32(values: &[f64]) -> Result<Vec<u8>> {
         .map(encode_f32s)
 }
 
+/// What every form's header records besides the workload and the horizon: the schema, the
+/// sensitivity of what ships, the calibration and the error summary of the per-step variances.
+struct Shipped<'a> {
+    participation: &'a crate::participation::Participation,
+    sensitivity: f64,
+    method: mfc_formats::SensitivityMethod,
+    sqrt_loss: f64,
+    optimal_sqrt_loss: Option<f64>,
+    per_step_variance: &'a [f64],
+}
+
+fn header<'a>(
+    workload: StoredWorkload<'a>,
+    steps: u32,
+    shipped: Shipped<'_>,
+    options: &BlobOptions,
+) -> Result<Header<'a>> {
+    let stddev = shipped.per_step_variance.iter().map(|v| v.sqrt());
+    Ok(Header {
+        workload,
+        steps,
+        participation: shipped.participation.to_format()?,
+        sensitivity: Sensitivity {
+            value: shipped.sensitivity,
+            method: shipped.method,
+        },
+        clip_norm: options.clip_norm,
+        calibration: options.calibration,
+        error: ErrorSummary {
+            sqrt_loss: shipped.sqrt_loss,
+            optimal_sqrt_loss: shipped.optimal_sqrt_loss,
+            max_step_stddev: stddev.clone().fold(0.0, f64::max),
+            final_step_stddev: stddev.clone().next_back().unwrap_or(0.0),
+        },
+        generator: GENERATOR,
+    })
+}
+
+/// A table over whole `f32` words.
+fn table(bytes: &[u8]) -> Result<mfc_formats::F32Table<'_>> {
+    mfc_formats::F32Table::new(bytes)
+        .ok_or_else(|| Error::Numerical("table is not whole f32 words".into()))
+}
+
 /// Encodes `compiled` (for `workload`, under its participation schema) as blob bytes. Workloads
 /// other than the prefix sum are stored as `Custom` with their label.
 pub fn encode(
@@ -71,36 +115,22 @@ pub fn encode(
             StoredWorkload::Custom { label: &label }
         }
     };
-    let stddev: Vec<f64> = compiled
-        .per_step_variance
-        .iter()
-        .map(|v| v.sqrt())
-        .collect();
+    let shipped = Shipped {
+        participation: &compiled.participation,
+        sensitivity: compiled.sensitivity,
+        method: compiled.sensitivity_method,
+        sqrt_loss: compiled.sqrt_loss,
+        optimal_sqrt_loss: Some(compiled.optimal_sqrt_loss),
+        per_step_variance: &compiled.per_step_variance,
+    };
     let mechanism = Mechanism {
-        header: Header {
-            workload: stored_workload,
-            steps,
-            participation: compiled.participation.to_format()?,
-            sensitivity: Sensitivity {
-                value: compiled.sensitivity,
-                method: compiled.sensitivity_method,
-            },
-            clip_norm: options.clip_norm,
-            calibration: options.calibration,
-            error: ErrorSummary {
-                sqrt_loss: compiled.sqrt_loss,
-                optimal_sqrt_loss: Some(compiled.optimal_sqrt_loss),
-                max_step_stddev: stddev.iter().copied().fold(0.0, f64::max),
-                final_step_stddev: stddev.last().copied().unwrap_or(0.0),
-            },
-            generator: GENERATOR,
-        },
+        header: header(stored_workload, steps, shipped, options)?,
         decoder: Decoder::BandedLowRank(StoredBandedLowRank {
             band: c.band as u32,
             rank: c.rank as u32,
-            diagonals: mfc_formats::F32Table::new(&diagonals).expect("whole f32 words"),
-            left: mfc_formats::F32Table::new(&left).expect("whole f32 words"),
-            right: mfc_formats::F32Table::new(&right).expect("whole f32 words"),
+            diagonals: table(&diagonals)?,
+            left: table(&left)?,
+            right: table(&right)?,
         }),
     };
     Ok(mechanism.to_vec()?)
@@ -116,34 +146,16 @@ pub fn encode_fft(compiled: &crate::fft::FftMechanism, options: &BlobOptions) ->
     let steps = block.checked_mul(stamps).ok_or_else(too_long)?;
     let kernel = encode_f32s(compiled.kernel.iter().copied());
     let generator = encode_f32s(compiled.generator.iter().copied());
-    let stddev: Vec<f64> = compiled
-        .per_step_variance
-        .iter()
-        .map(|v| v.sqrt())
-        .collect();
-    let table = |bytes| {
-        mfc_formats::F32Table::new(bytes)
-            .ok_or_else(|| Error::Numerical("table is not whole f32 words".into()))
+    let shipped = Shipped {
+        participation: &compiled.participation,
+        sensitivity: compiled.sensitivity,
+        method: compiled.sensitivity_method,
+        sqrt_loss: compiled.sqrt_loss,
+        optimal_sqrt_loss: None,
+        per_step_variance: &compiled.per_step_variance,
     };
     let mechanism = Mechanism {
-        header: Header {
-            workload: StoredWorkload::PrefixSum,
-            steps,
-            participation: compiled.participation.to_format()?,
-            sensitivity: Sensitivity {
-                value: compiled.sensitivity,
-                method: compiled.sensitivity_method,
-            },
-            clip_norm: options.clip_norm,
-            calibration: options.calibration,
-            error: ErrorSummary {
-                sqrt_loss: compiled.sqrt_loss,
-                optimal_sqrt_loss: None,
-                max_step_stddev: stddev.iter().copied().fold(0.0, f64::max),
-                final_step_stddev: stddev.last().copied().unwrap_or(0.0),
-            },
-            generator: GENERATOR,
-        },
+        header: header(StoredWorkload::PrefixSum, steps, shipped, options)?,
         decoder: Decoder::Fft(mfc_formats::Fft {
             kind: match compiled.kind {
                 FftKind::Circulant => mfc_formats::FftKind::Circulant,
@@ -168,34 +180,16 @@ pub fn encode_blt(
         .map_err(|_| Error::InvalidOption("the horizon exceeds 2^32 − 1 steps".into()))?;
     let theta = exact_f32(&compiled.blt.theta)?;
     let omega = exact_f32(&compiled.blt.omega)?;
-    let table = |bytes| {
-        mfc_formats::F32Table::new(bytes)
-            .ok_or_else(|| Error::Numerical("table is not whole f32 words".into()))
+    let shipped = Shipped {
+        participation: &compiled.participation,
+        sensitivity: compiled.sensitivity,
+        method: compiled.sensitivity_method,
+        sqrt_loss: compiled.sqrt_loss,
+        optimal_sqrt_loss: None,
+        per_step_variance: &compiled.per_step_variance,
     };
-    let stddev: Vec<f64> = compiled
-        .per_step_variance
-        .iter()
-        .map(|v| v.sqrt())
-        .collect();
     let mechanism = Mechanism {
-        header: Header {
-            workload: StoredWorkload::PrefixSum,
-            steps,
-            participation: compiled.participation.to_format()?,
-            sensitivity: Sensitivity {
-                value: compiled.sensitivity,
-                method: compiled.sensitivity_method,
-            },
-            clip_norm: options.clip_norm,
-            calibration: options.calibration,
-            error: ErrorSummary {
-                sqrt_loss: compiled.sqrt_loss,
-                optimal_sqrt_loss: None,
-                max_step_stddev: stddev.iter().copied().fold(0.0, f64::max),
-                final_step_stddev: stddev.last().copied().unwrap_or(0.0),
-            },
-            generator: GENERATOR,
-        },
+        header: header(StoredWorkload::PrefixSum, steps, shipped, options)?,
         decoder: Decoder::Blt(mfc_formats::Blt {
             theta: table(&theta)?,
             omega: table(&omega)?,

@@ -20,7 +20,7 @@ use mfc_formats::{Blt, Decoder, Mechanism, Workload};
 
 use crate::Error;
 use crate::noise::{MAX_COORDINATES, NoiseSource};
-use crate::stream::clip_factor;
+use crate::stream::{clip_factor, prepare, recorded_noise_multiplier};
 
 /// A stream releasing one private prefix sum per step from a BLT blob.
 pub struct BltStream<'m, 'w, N: NoiseSource> {
@@ -64,11 +64,7 @@ impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
         workspace: &'w mut [f32],
         noise: N,
     ) -> Result<Self, Error> {
-        let sigma = mechanism
-            .header
-            .calibration
-            .ok_or(Error::NotCalibrated)?
-            .noise_multiplier;
+        let sigma = recorded_noise_multiplier(&mechanism)?;
         Self::with_noise_multiplier(mechanism, dim, workspace, noise, sigma)
     }
 
@@ -86,29 +82,14 @@ impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
             return Err(Error::WorkloadNotStreamable);
         }
         let needed = Self::workspace_len(&mechanism, dim)?;
-        if workspace.len() < needed {
-            return Err(Error::WorkspaceTooSmall {
-                needed,
-                found: workspace.len(),
-            });
-        }
-        let scale = noise_multiplier * h.clip_norm * h.sensitivity.value;
-        let valid = noise_multiplier.is_finite()
-            && noise_multiplier > 0.0
-            && (scale as f32).is_finite()
-            && scale as f32 > 0.0;
-        if !valid {
-            return Err(Error::InvalidNoiseMultiplier);
-        }
-        let workspace = &mut workspace[..needed];
-        workspace.fill(0.0);
+        let (scale, workspace) = prepare(&mechanism, noise_multiplier, workspace, needed)?;
         let (buffers, sum) = workspace.split_at_mut(decoder.buffers() * dim);
         Ok(Self {
             decoder,
             horizon: h.steps,
             dim,
             clip_norm: h.clip_norm,
-            noise_scale: scale as f32,
+            noise_scale: scale,
             buffers,
             sum,
             step: 0,

@@ -36,7 +36,7 @@ use num_complex::Complex32;
 
 use crate::Error;
 use crate::noise::{MAX_COORDINATES, NoiseSource};
-use crate::stream::clip_factor;
+use crate::stream::{clip_factor, prepare, recorded_noise_multiplier};
 
 /// The largest FFT size this build supports.
 pub const MAX_FFT_SIZE: usize = if cfg!(feature = "fft-32768") {
@@ -113,11 +113,7 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
         workspace: &'w mut [f32],
         noise: N,
     ) -> Result<Self, Error> {
-        let sigma = mechanism
-            .header
-            .calibration
-            .ok_or(Error::NotCalibrated)?
-            .noise_multiplier;
+        let sigma = recorded_noise_multiplier(&mechanism)?;
         Self::with_noise_multiplier(mechanism, dim, workspace, noise, sigma)
     }
 
@@ -131,23 +127,8 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
     ) -> Result<Self, Error> {
         let (decoder, m, size, _) = layout(&mechanism)?;
         let needed = Self::workspace_len(&mechanism, dim)?;
-        if workspace.len() < needed {
-            return Err(Error::WorkspaceTooSmall {
-                needed,
-                found: workspace.len(),
-            });
-        }
+        let (scale, workspace) = prepare(&mechanism, noise_multiplier, workspace, needed)?;
         let h = mechanism.header;
-        let scale = noise_multiplier * h.clip_norm * h.sensitivity.value;
-        let valid = noise_multiplier.is_finite()
-            && noise_multiplier > 0.0
-            && (scale as f32).is_finite()
-            && scale as f32 > 0.0;
-        if !valid {
-            return Err(Error::InvalidNoiseMultiplier);
-        }
-        let workspace = &mut workspace[..needed];
-        workspace.fill(0.0);
         let (block_noise, rest) = workspace.split_at_mut(m * dim);
         let (carry, rest) = rest.split_at_mut(dim);
         let (sum, rest) = rest.split_at_mut(dim);
@@ -162,7 +143,7 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
             dim,
             block: m,
             clip_norm: h.clip_norm,
-            noise_scale: scale as f32,
+            noise_scale: scale,
             block_noise,
             carry,
             sum,

@@ -145,11 +145,7 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
         workspace: &'w mut [f32],
         noise: N,
     ) -> Result<Self, Error> {
-        let sigma = mechanism
-            .header
-            .calibration
-            .ok_or(Error::NotCalibrated)?
-            .noise_multiplier;
+        let sigma = recorded_noise_multiplier(&mechanism)?;
         Self::with_noise_multiplier(mechanism, dim, workspace, noise, sigma)
     }
 
@@ -164,23 +160,8 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
     ) -> Result<Self, Error> {
         let decoder = banded(&mechanism)?;
         let needed = Self::workspace_len(&mechanism, dim)?;
-        if workspace.len() < needed {
-            return Err(Error::WorkspaceTooSmall {
-                needed,
-                found: workspace.len(),
-            });
-        }
+        let (scale, workspace) = prepare(&mechanism, noise_multiplier, workspace, needed)?;
         let h = mechanism.header;
-        let scale = noise_multiplier * h.clip_norm * h.sensitivity.value;
-        let valid = noise_multiplier.is_finite()
-            && noise_multiplier > 0.0
-            && (scale as f32).is_finite()
-            && scale as f32 > 0.0;
-        if !valid {
-            return Err(Error::InvalidNoiseMultiplier);
-        }
-        let workspace = &mut workspace[..needed];
-        workspace.fill(0.0);
         let (ring, rest) = workspace.split_at_mut(decoder.band as usize * dim);
         let (beta, sum) = rest.split_at_mut(decoder.rank as usize * dim);
         Ok(Self {
@@ -189,7 +170,7 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
             horizon: h.steps,
             dim,
             clip_norm: h.clip_norm,
-            noise_scale: scale as f32,
+            noise_scale: scale,
             ring,
             beta,
             sum,
@@ -212,11 +193,7 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
         workspace: &'w mut [f32],
         noise: N,
     ) -> Result<Self, Error> {
-        let sigma = mechanism
-            .header
-            .calibration
-            .ok_or(Error::NotCalibrated)?
-            .noise_multiplier;
+        let sigma = recorded_noise_multiplier(&mechanism)?;
         Self::shard_with_noise_multiplier(mechanism, row_dim, range, workspace, noise, sigma)
     }
 
@@ -498,6 +475,42 @@ impl<'m, N: NoiseSource> Stream<'m, '_, N> {
     pub(crate) fn noise_mut(&mut self) -> &mut N {
         &mut self.noise
     }
+}
+
+/// The noise multiplier `σ` recorded in the blob ([`Error::NotCalibrated`] if none).
+pub(crate) fn recorded_noise_multiplier(mechanism: &Mechanism<'_>) -> Result<f64, Error> {
+    Ok(mechanism
+        .header
+        .calibration
+        .ok_or(Error::NotCalibrated)?
+        .noise_multiplier)
+}
+
+/// What every stream form checks and claims at construction, in this order: the workspace holds
+/// `needed` floats ([`Error::WorkspaceTooSmall`]), and `σ·ζ·sens` is a positive finite `f32`
+/// ([`Error::InvalidNoiseMultiplier`]). Returns that scale and the first `needed` floats of the
+/// workspace, zeroed.
+pub(crate) fn prepare<'w>(
+    mechanism: &Mechanism<'_>,
+    noise_multiplier: f64,
+    workspace: &'w mut [f32],
+    needed: usize,
+) -> Result<(f32, &'w mut [f32]), Error> {
+    if workspace.len() < needed {
+        return Err(Error::WorkspaceTooSmall {
+            needed,
+            found: workspace.len(),
+        });
+    }
+    let h = mechanism.header;
+    let scale = (noise_multiplier * h.clip_norm * h.sensitivity.value) as f32;
+    if !(noise_multiplier.is_finite() && noise_multiplier > 0.0 && scale.is_finite() && scale > 0.0)
+    {
+        return Err(Error::InvalidNoiseMultiplier);
+    }
+    let workspace = &mut workspace[..needed];
+    workspace.fill(0.0);
+    Ok((scale, workspace))
 }
 
 fn banded<'m>(mechanism: &Mechanism<'m>) -> Result<BandedLowRank<'m>, Error> {
