@@ -73,7 +73,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         for (k, u) in update.iter_mut().enumerate() {
             *u = ((k * 31 + round * 17) % 101) as f32 / 1000.0 - 0.05;
         }
-        let clip = clip_factor(&update, clip_norm);
+        let clip = f64::from(clip_factor(&update, clip_norm as f32));
         stream.step(&update, &mut release)?;
         for (s, &u) in true_sum.iter_mut().zip(&update) {
             *s += f64::from(u) * clip;

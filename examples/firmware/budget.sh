@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The budget table of the README: code size of the runtime on a Cortex-M4F (opt-level "s", LTO,
 # codegen-units 1, blob excluded) with and without defmt, its RAM, and instructions per step under
-# `qemu -icount` for d = 1, 4, 16 and (h, r) = (4, 4), (6, 6).
+# `qemu -icount` for d = 1, 4, 16 and (h, r) = (4, 4), (6, 6), and for the BLT form (`blt.mfc`).
 #
 # Needs: rustup target thumbv7em-none-eabihf, qemu-system-arm, binutils-arm-none-eabi
 # (`.ci/run` installs them). Prints Markdown; the README's numbers are a copy of its output.
@@ -10,8 +10,18 @@
 # built with `size-baseline` the same skeleton runs without the runtime. The runtime's size is
 # the difference of .text + .rodata, so startup code, the blob (in both) and the logger are not
 # counted. A third build replaces the Gaussian sampler by a stub (`size-no-noise`, not private,
-# measurement only; ChaCha20 stays for the key derivation) to show what the sampler costs. Instructions: SysTick counts core clock ticks; under `-icount shift=6` one instruction
-# is 2^6 ns and the MPS2 core clock is 25 MHz, so instructions = ticks · 40 / 64.
+# measurement only; ChaCha20 stays for the key derivation) to show what the sampler costs. A
+# fourth (`size-blt`) runs a BltStream from `blt.mfc` instead; its baseline is the skeleton built
+# with the same blob. Instructions: SysTick counts core clock ticks; under `-icount shift=6` one
+# instruction is 2^6 ns and the MPS2 core clock is 25 MHz, so instructions = ticks · 40 / 64.
+#
+# Blobs: `telemetry.mfc` and `h6r6.mfc` (commands in the top-level README.md) and `blt.mfc`, made
+# from the repository root with the same horizon and ε/δ/ζ as `telemetry.mfc`:
+#   cargo run --release -p mfc-compiler --bin mfc -- compile --workload prefix --form blt \
+#       --buffers 4 --steps 64 --epsilon 2 --delta 1e-6 --clip-norm 1 \
+#       --out examples/firmware/blt.mfc   # CRC-32 0xb93aca06
+# A BltStream has no checkpoint or restore, so its rows show "—" there; its stack column is
+# that of `step` alone.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -46,16 +56,24 @@ for logging in plain defmt; do
   [ "$logging" = defmt ] && extra="defmt,"
   elf=$(build "size-base-$logging" "${extra}size-baseline" size)
   sizes=$(code "$elf")
-  read -r base_text base_rodata <<<"$sizes"
-  for part in stream checkpoint nonoise; do
+  read -r banded_text banded_rodata <<<"$sizes"
+  elf=$(build "size-base-blt-$logging" "${extra}size-baseline,size-blt" size)
+  sizes=$(code "$elf")
+  read -r blt_text blt_rodata <<<"$sizes"
+  for part in stream checkpoint nonoise blt; do
     features="$extra"
     label="blob check + stream (banded)"
+    base_text=$banded_text base_rodata=$banded_rodata
     if [ "$part" = checkpoint ]; then
       features="${extra}size-checkpoint,"
       label="... + checkpoint/restore"
     elif [ "$part" = nonoise ]; then
       features="${extra}size-no-noise,"
       label="blob check + stream, Gaussian sampler stubbed out"
+    elif [ "$part" = blt ]; then
+      features="${extra}size-blt,"
+      label="blob check + stream (BLT)"
+      base_text=$blt_text base_rodata=$blt_rodata
     fi
     elf=$(build "size-$part-$logging" "${features%,}" size)
     sizes=$(code "$elf")
@@ -77,24 +95,39 @@ arm-none-eabi-nm --size-sort -S -C "$largest" | tail -n 14 | tac |
 echo '```'
 echo
 
-echo "### RAM and instructions per step (QEMU mps2-an386, -icount shift=$SHIFT, n = 64)"
-echo
-echo "| (h, r) | d | workspace (h + r + 1)·d·4 B | Stream struct B | stack B (step + checkpoint) | instructions / step | / checkpoint | restore | blob check |"
-echo "|---|---|---|---|---|---|---|---|---|"
-for blob in telemetry.mfc h6r6.mfc; do
+rows=() horizons=()
+for blob in telemetry.mfc h6r6.mfc blt.mfc; do
   for d in 1 4 16; do
     elf=$(build "bench-${blob%.mfc}-$d" bench telemetry MFC_FIRMWARE_BLOB="$PWD/$blob" MFC_FIRMWARE_DIM=$d)
     line=$(timeout 60 "${QEMU[@]}" -icount shift=$SHIFT -kernel "$elf")
     [[ $line == bench* ]] || { echo "budget.sh: bench run printed: $line" >&2; exit 1; }
     field() { sed -n "s/.* $1=\([0-9a-f]*\).*/\1/p" <<<"$line"; }
-    h=$(field h) r=$(field r) steps=$(field steps) empty=$(field empty)
+    steps=$(field steps) empty=$(field empty)
+    horizons+=("$steps")
     instr() { # ticks, intervals -> instructions per interval
       awk -v t="$1" -v n="$2" -v e="$empty" -v s=$SHIFT 'BEGIN { printf "%.0f", (t - n * e) * 40 / 2^s / n }'
     }
+    [ "$(field d)" = "$d" ] || { echo "budget.sh: bench run with d = $(field d), not $d" >&2; exit 1; }
     ws=$(( $(field workspace_floats) * 4 ))
-    [ "$ws" -eq $(( (h + r + 1) * d * 4 )) ] || { echo "workspace $ws != formula" >&2; exit 1; }
-    echo "| ($h, $r) | $d | $ws | $(field stream_bytes) | $(field stack_bytes) |" \
-      "$(instr "$(field step_total)" "$steps") | $(instr "$(field checkpoint_total)" "$steps") |" \
-      "$(instr "$(field restore)" 1) | $(instr "$(field load)" 1) |"
+    if [[ $line == "bench blt "* ]]; then
+      m=$(field m)
+      [ "$ws" -eq $(( (m + 1) * d * 4 )) ] || { echo "workspace $ws != formula" >&2; exit 1; }
+      rows+=("| BLT m = $m | $d | $ws | $(field stream_bytes) | $(field stack_bytes) | $(
+        instr "$(field step_total)" "$steps") | — | — | $(instr "$(field load)" 1) |")
+    else
+      h=$(field h) r=$(field r)
+      [ "$ws" -eq $(( (h + r + 1) * d * 4 )) ] || { echo "workspace $ws != formula" >&2; exit 1; }
+      rows+=("| ($h, $r) | $d | $ws | $(field stream_bytes) | $(field stack_bytes) | $(
+        instr "$(field step_total)" "$steps") | $(instr "$(field checkpoint_total)" "$steps") | $(
+        instr "$(field restore)" 1) | $(instr "$(field load)" 1) |")
+    fi
   done
 done
+# The heading's n is the runs' horizon, printed once all runs agree on it.
+n=$(printf '%s\n' "${horizons[@]}" | sort -u)
+[ "$(wc -l <<<"$n")" -eq 1 ] || { echo "budget.sh: the blobs' horizons differ: $n" >&2; exit 1; }
+echo "### RAM and instructions per step (QEMU mps2-an386, -icount shift=$SHIFT, n = $n)"
+echo
+echo "| (h, r) or BLT m | d | workspace (h + r + 1)·d·4 B or (m + 1)·d·4 B | Stream struct B | stack B (step + checkpoint; BLT: step) | instructions / step | / checkpoint | restore | blob check |"
+echo "|---|---|---|---|---|---|---|---|---|"
+printf '%s\n' "${rows[@]}"

@@ -1,10 +1,12 @@
 //! Build script of the firmware: the memory layout of the board, the blob to embed (optionally
 //! corrupted), and the stream's dimension and workspace size as constants.
 //!
-//! Environment: `MFC_FIRMWARE_BLOB` (path of the blob, default `telemetry.mfc` beside this file)
-//! and `MFC_FIRMWARE_DIM` (the dimension `d`, default 4). The workspace is sized exactly
-//! `(h + r + 1)·d` floats from the blob's own `(h, r)`, so the `.bss` of the firmware shows the
-//! runtime's RAM formula.
+//! Environment: `MFC_FIRMWARE_BLOB` (path of the blob, default `telemetry.mfc` beside this file,
+//! or `blt.mfc` with the `size-blt` feature) and `MFC_FIRMWARE_DIM` (the dimension `d`, default
+//! 4). The workspace is sized exactly from the blob's own parameters, so the `.bss` of the
+//! firmware shows the runtime's RAM formula: `(h + r + 1)·d` floats for a banded blob,
+//! `(m + 1)·d` for a BLT blob with `m` buffers. The blob's form is also set as the cfg
+//! `mfc_form` (`"banded"` or `"blt"`); other decoders are refused.
 
 use std::env;
 use std::fs;
@@ -33,18 +35,18 @@ fn main() {
 
     println!("cargo:rerun-if-env-changed=MFC_FIRMWARE_BLOB");
     println!("cargo:rerun-if-env-changed=MFC_FIRMWARE_DIM");
+    println!("cargo::rustc-check-cfg=cfg(mfc_form, values(\"banded\", \"blt\"))");
+    let size_blt = env::var_os("CARGO_FEATURE_SIZE_BLT").is_some();
+    let default_blob = if size_blt { "blt.mfc" } else { "telemetry.mfc" };
     let blob_path = env::var_os("MFC_FIRMWARE_BLOB")
         .map(PathBuf::from)
-        .unwrap_or_else(|| manifest.join("telemetry.mfc"));
+        .unwrap_or_else(|| manifest.join(default_blob));
     println!("cargo:rerun-if-changed={}", blob_path.display());
     let mut blob = fs::read(&blob_path)
         .unwrap_or_else(|e| panic!("cannot read the blob {}: {e}", blob_path.display()));
     let mechanism = Mechanism::from_bytes(&blob)
         .unwrap_or_else(|e| panic!("{} is not a valid blob: {e}", blob_path.display()));
-    let Decoder::BandedLowRank(decoder) = mechanism.decoder else {
-        panic!("{}: unsupported decoder", blob_path.display());
-    };
-    let (band, rank, steps) = (decoder.band, decoder.rank, mechanism.header.steps);
+    let steps = mechanism.header.steps;
     let dim: usize = env::var("MFC_FIRMWARE_DIM")
         .map(|d| {
             d.parse()
@@ -52,7 +54,38 @@ fn main() {
         })
         .unwrap_or(4);
     assert!(dim >= 1, "MFC_FIRMWARE_DIM must be at least 1");
-    let workspace = (band as usize + rank as usize + 1) * dim;
+    let config = match mechanism.decoder {
+        Decoder::BandedLowRank(decoder) => {
+            assert!(
+                !size_blt,
+                "{}: the size-blt feature needs a BLT blob",
+                blob_path.display()
+            );
+            println!("cargo::rustc-cfg=mfc_form=\"banded\"");
+            let (band, rank) = (decoder.band, decoder.rank);
+            let workspace = (band as usize + rank as usize + 1) * dim;
+            format!(
+                "/// The stream's dimension `d`.\npub const DIM: usize = {dim};\n\
+                 /// Floats of workspace: `(h + r + 1)·d` with `(h, r) = ({band}, {rank})`.\n\
+                 pub const WORKSPACE: usize = {workspace};\n\
+                 /// The blob's horizon `n`.\npub const STEPS: u32 = {steps};\n\
+                 /// The blob's `(h, r)`.\npub const BAND_RANK: (u32, u32) = ({band}, {rank});\n"
+            )
+        }
+        Decoder::Blt(decoder) => {
+            println!("cargo::rustc-cfg=mfc_form=\"blt\"");
+            let buffers = decoder.buffers();
+            let workspace = (buffers + 1) * dim;
+            format!(
+                "/// The stream's dimension `d`.\npub const DIM: usize = {dim};\n\
+                 /// Floats of workspace: `(m + 1)·d` with `m = {buffers}`.\n\
+                 pub const WORKSPACE: usize = {workspace};\n\
+                 /// The blob's horizon `n`.\npub const STEPS: u32 = {steps};\n\
+                 /// The blob's BLT buffers per coordinate `m`.\npub const BUFFERS: usize = {buffers};\n"
+            )
+        }
+        _ => panic!("{}: unsupported decoder", blob_path.display()),
+    };
 
     if env::var_os("CARGO_FEATURE_CORRUPT_BLOB").is_some() {
         // One flipped bit in the middle of the coefficient tables: only the checksum notices.
@@ -60,15 +93,5 @@ fn main() {
         blob[at] ^= 0x10;
     }
     fs::write(out.join("blob.mfc"), &blob).expect("write blob.mfc");
-    fs::write(
-        out.join("config.rs"),
-        format!(
-            "/// The stream's dimension `d`.\npub const DIM: usize = {dim};\n\
-             /// Floats of workspace: `(h + r + 1)·d` with `(h, r) = ({band}, {rank})`.\n\
-             pub const WORKSPACE: usize = {workspace};\n\
-             /// The blob's horizon `n`.\npub const STEPS: u32 = {steps};\n\
-             /// The blob's `(h, r)`.\npub const BAND_RANK: (u32, u32) = ({band}, {rank});\n"
-        ),
-    )
-    .expect("write config.rs");
+    fs::write(out.join("config.rs"), config).expect("write config.rs");
 }

@@ -364,8 +364,14 @@ fn check_table(table: &'static str, t: F32Table<'_>, rows: u32, cols: u32) -> Re
     }
 }
 
+/// `x > 0` and finite, decided on the bits: positive finite `f64`s are exactly the bit patterns
+/// in `1 ..= 0x7fef…f`, ordered as their values (no `f64` arithmetic, which a Cortex-M4F lacks).
+fn is_positive_finite(x: f64) -> bool {
+    (1..f64::INFINITY.to_bits()).contains(&x.to_bits())
+}
+
 fn positive_finite(field: &'static str, x: f64) -> Result<(), Error> {
-    if x.is_finite() && x > 0.0 {
+    if is_positive_finite(x) {
         Ok(())
     } else {
         Err(Error::InvalidField { field })
@@ -412,7 +418,7 @@ impl Mechanism<'_> {
             positive_finite("calibration.noise_multiplier", c.noise_multiplier)?;
             if let Some(t) = c.target {
                 positive_finite("calibration.target.epsilon", t.epsilon)?;
-                if !(t.delta > 0.0 && t.delta < 1.0) {
+                if !(is_positive_finite(t.delta) && t.delta.to_bits() < 1f64.to_bits()) {
                     return Err(Error::InvalidField {
                         field: "calibration.target.delta",
                     });

@@ -359,7 +359,7 @@ fn dense<N: NoiseSource>(tables: &Tables, noise: &mut N, d: usize, reps: usize) 
                     *out += c * z;
                 }
             }
-            let clip = mfc_runtime::clip_factor(&x, 1.0) as f32;
+            let clip = mfc_runtime::clip_factor(&x, 1.0);
             for ((s, &v), out) in sum.iter_mut().zip(&x).zip(y.iter_mut()) {
                 *s += clip * v;
                 *out += *s;

@@ -19,15 +19,16 @@
 use mfc_formats::{Blt, Decoder, Mechanism, Workload};
 
 use crate::Error;
+use crate::clip::clip_factor;
 use crate::noise::{MAX_COORDINATES, NoiseSource};
-use crate::stream::{clip_factor, prepare, recorded_noise_multiplier};
+use crate::stream::{prepare, recorded_noise_multiplier};
 
 /// A stream releasing one private prefix sum per step from a BLT blob.
 pub struct BltStream<'m, 'w, N: NoiseSource> {
     decoder: Blt<'m>,
     horizon: u32,
     dim: usize,
-    clip_norm: f64,
+    clip_norm: f32,
     noise_scale: f32,
     /// `m·d` buffers (buffer `j` is `buffers[j·d .. (j+1)·d]`).
     buffers: &'w mut [f32],
@@ -82,14 +83,14 @@ impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
             return Err(Error::WorkloadNotStreamable);
         }
         let needed = Self::workspace_len(&mechanism, dim)?;
-        let (scale, workspace) = prepare(&mechanism, noise_multiplier, workspace, needed)?;
+        let (scales, workspace) = prepare(&mechanism, noise_multiplier, workspace, needed)?;
         let (buffers, sum) = workspace.split_at_mut(decoder.buffers() * dim);
         Ok(Self {
             decoder,
             horizon: h.steps,
             dim,
-            clip_norm: h.clip_norm,
-            noise_scale: scale,
+            clip_norm: scales.clip_norm,
+            noise_scale: scales.noise,
             buffers,
             sum,
             step: 0,
@@ -116,7 +117,7 @@ impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
         if let Some(index) = input.iter().position(|x| !x.is_finite()) {
             return Err(Error::NonFiniteInput { index });
         }
-        let clip = clip_factor(input, self.clip_norm) as f32;
+        let clip = clip_factor(input, self.clip_norm);
         // z_t into `release`, then everything per coordinate.
         self.noise
             .fill_standard_normal(u64::from(self.step), 0, release);

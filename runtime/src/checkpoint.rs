@@ -98,7 +98,7 @@
 //! running sum and the recent noise: it is as sensitive as the data, and the CRC detects
 //! corruption, not forgery (see `SECURITY.md`).
 
-use rand_chacha::ChaCha20Rng;
+use chacha20::ChaCha20Rng;
 use rand_core::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
@@ -118,7 +118,18 @@ const MAX_HEAD_LEN: usize = 50;
 /// Coordinates of the newest noise row compared with the key's regeneration on restore.
 const KEY_CHECK: usize = 8;
 
-const CRC: crc::Crc<u32> = crc::Crc::<u32>::new(&crc::CRC_32_ISO_HDLC);
+/// The CRC-32 of checkpoints: the blob's (ISO-HDLC), but table-driven on every target, since a
+/// device checkpoints every step while it checks its blob once (the formats crate computes it bit
+/// by bit on bare metal). One 1 KiB table there, 16 on hosts, where checkpoints can be large.
+#[cfg(target_os = "none")]
+type CrcTables = crc::Table<1>;
+#[cfg(not(target_os = "none"))]
+type CrcTables = crc::Table<16>;
+
+fn checksum(bytes: &[u8]) -> u32 {
+    const CRC: crc::Crc<u32, CrcTables> = crc::Crc::<u32, CrcTables>::new(&crc::CRC_32_ISO_HDLC);
+    CRC.checksum(bytes)
+}
 
 /// What the device persists in monotonic storage: the epoch of the current key and the number of
 /// steps of that epoch's stream that may have been released. See the [module docs](self).
@@ -228,7 +239,7 @@ pub struct BlobFingerprint<'m> {
     crc32: u32,
     decoder: BandedLowRank<'m>,
     steps: u32,
-    clip_norm: f64,
+    clip_norm: f32,
 }
 
 impl<'m> BlobFingerprint<'m> {
@@ -250,7 +261,7 @@ impl<'m> BlobFingerprint<'m> {
             crc32,
             decoder,
             steps: mechanism.header.steps,
-            clip_norm: mechanism.header.clip_norm,
+            clip_norm: crate::stream::clip_norm(&mechanism)?,
         };
         Ok((mechanism, fingerprint))
     }
@@ -314,7 +325,7 @@ fn payload(bytes: &[u8]) -> Result<&[u8], Error> {
         .checked_add(length)
         .ok_or(Error::MalformedCheckpoint)?;
     let stored = u32_at(bytes, end).ok_or(Error::MalformedCheckpoint)?;
-    let computed = CRC.checksum(&bytes[..end]);
+    let computed = checksum(&bytes[..end]);
     if stored != computed {
         return Err(Error::CheckpointChecksumMismatch { stored, computed });
     }
@@ -390,7 +401,7 @@ impl<N: NoiseSource> Stream<'_, '_, N> {
         out[8..10].copy_from_slice(&VERSION.to_le_bytes());
         let declared = u32::try_from(length).map_err(|_| too_small)?;
         out[10..14].copy_from_slice(&declared.to_le_bytes());
-        let crc = CRC.checksum(&out[..end]);
+        let crc = checksum(&out[..end]);
         out[end..end + 4].copy_from_slice(&crc.to_le_bytes());
         Ok(end + 4)
     }
@@ -650,7 +661,7 @@ mod tests {
         assert_eq!(mechanism, Mechanism::from_bytes(&bytes).unwrap());
         let stored = u32::from_le_bytes(bytes[bytes.len() - 4..].try_into().unwrap());
         assert_eq!(fp.crc32(), stored);
-        assert_eq!(fp.crc32(), mfc_formats::checksum(&bytes[..bytes.len() - 4]));
+        assert_eq!(fp.crc32(), checksum(&bytes[..bytes.len() - 4]));
         let at = bytes.len() / 2;
         bytes[at] ^= 1;
         assert!(matches!(
@@ -991,7 +1002,7 @@ mod tests {
             framed.extend_from_slice(&VERSION.to_le_bytes());
             framed.extend_from_slice(&(payload.len() as u32).to_le_bytes());
             framed.extend_from_slice(&payload);
-            let crc = CRC.checksum(&framed);
+            let crc = checksum(&framed);
             framed.extend_from_slice(&crc.to_le_bytes());
             prop_assert!(restore_result(&bytes, &framed).is_err());
             prop_assert!(restore_result(&bytes, &payload).is_err());

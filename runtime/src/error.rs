@@ -61,6 +61,9 @@ pub enum Error {
     ClipFactorRequired,
     /// A clip factor given to `Stream::step_clipped` is not in `[0, 1]`.
     InvalidClipFactor,
+    /// The blob's clip norm `ζ`, rounded to `f32`, is outside `[2⁻⁶⁴, 2⁶⁴]`, where clipping is
+    /// proven exact (`clip::clip_factor`).
+    UnsupportedClipNorm,
     /// A checkpoint is truncated, lacks its magic, or its payload is malformed.
     MalformedCheckpoint,
     /// A checkpoint was written in a checkpoint format version this runtime does not read.
@@ -160,6 +163,9 @@ impl fmt::Display for Error {
                 "a shard cannot clip a row it sees only part of: give the whole row's clip factor",
             ),
             Error::InvalidClipFactor => f.write_str("the clip factor is not in [0, 1]"),
+            Error::UnsupportedClipNorm => {
+                f.write_str("the clip norm is outside [2^-64, 2^64], where clipping is exact")
+            }
             Error::MalformedCheckpoint => f.write_str("checkpoint is truncated or malformed"),
             Error::UnsupportedCheckpointVersion { found } => write!(
                 f,

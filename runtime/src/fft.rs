@@ -35,8 +35,9 @@ use mfc_formats::{Decoder, F32Table, Fft, FftKind, Mechanism, Workload};
 use num_complex::Complex32;
 
 use crate::Error;
+use crate::clip::clip_factor;
 use crate::noise::{MAX_COORDINATES, NoiseSource};
-use crate::stream::{clip_factor, prepare, recorded_noise_multiplier};
+use crate::stream::{prepare, recorded_noise_multiplier};
 
 /// The largest FFT size this build supports.
 pub const MAX_FFT_SIZE: usize = if cfg!(feature = "fft-32768") {
@@ -55,7 +56,7 @@ pub struct FftStream<'m, 'w, N: NoiseSource> {
     horizon: u32,
     dim: usize,
     block: usize,
-    clip_norm: f64,
+    clip_norm: f32,
     noise_scale: f32,
     /// `w` of the current block, row-major `m × d`.
     block_noise: &'w mut [f32],
@@ -127,7 +128,7 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
     ) -> Result<Self, Error> {
         let (decoder, m, size, _) = layout(&mechanism)?;
         let needed = Self::workspace_len(&mechanism, dim)?;
-        let (scale, workspace) = prepare(&mechanism, noise_multiplier, workspace, needed)?;
+        let (scales, workspace) = prepare(&mechanism, noise_multiplier, workspace, needed)?;
         let h = mechanism.header;
         let (block_noise, rest) = workspace.split_at_mut(m * dim);
         let (carry, rest) = rest.split_at_mut(dim);
@@ -142,8 +143,8 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
             horizon: h.steps,
             dim,
             block: m,
-            clip_norm: h.clip_norm,
-            noise_scale: scale,
+            clip_norm: scales.clip_norm,
+            noise_scale: scales.noise,
             block_noise,
             carry,
             sum,
@@ -170,7 +171,7 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
         if let Some(index) = input.iter().position(|x| !x.is_finite()) {
             return Err(Error::NonFiniteInput { index });
         }
-        let clip = clip_factor(input, self.clip_norm) as f32;
+        let clip = clip_factor(input, self.clip_norm);
         self.advance(release, Some((input, clip)))
     }
 

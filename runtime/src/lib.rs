@@ -51,6 +51,7 @@ extern crate std;
 
 pub mod blt;
 pub mod checkpoint;
+pub mod clip;
 mod error;
 pub mod fft;
 pub mod noise;
@@ -58,9 +59,11 @@ pub mod noise;
 pub mod parallel;
 pub mod privacy;
 pub mod stream;
+mod ziggurat;
 
 pub use blt::BltStream;
 pub use checkpoint::{BlobFingerprint, ReleaseCounter, epoch_noise};
+pub use clip::{clip_factor, clip_to_norm};
 pub use error::Error;
 pub use fft::FftStream;
 pub use mfc_formats as formats;
@@ -68,4 +71,4 @@ pub use mfc_formats::Mechanism;
 #[cfg(feature = "insecure-simulation")]
 pub use noise::InsecureSimulationNoise;
 pub use noise::{ChaChaNoise, NoiseSource};
-pub use stream::{Stream, Workspace, clip_factor, clip_to_norm};
+pub use stream::{Stream, Workspace};

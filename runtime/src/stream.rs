@@ -36,9 +36,10 @@
 
 use core::ops::{Deref, DerefMut, Range};
 
-use mfc_formats::{BandedLowRank, Decoder, Mechanism, Workload};
+use mfc_formats::{BandedLowRank, Decoder, F32Table, Mechanism, Workload};
 
 use crate::Error;
+use crate::clip::{clip_factor, clip_norm_supported};
 use crate::noise::{MAX_COORDINATES, NoiseSource};
 
 /// A stream releasing one private prefix sum (or noise row) per step.
@@ -47,7 +48,7 @@ pub struct Stream<'m, 'w, N: NoiseSource> {
     prefix_sum: bool,
     horizon: u32,
     dim: usize,
-    clip_norm: f64,
+    clip_norm: f32,
     noise_scale: f32,
     ring: &'w mut [f32],
     beta: &'w mut [f32],
@@ -78,50 +79,6 @@ fn part_mut(buffer: &mut [f32], index: usize, dim: usize, start: usize, end: usi
     buffer
         .get_mut(index * dim + start..index * dim + end)
         .unwrap_or(&mut [])
-}
-
-/// The factor that scales `row` to L2 norm at most `clip_norm`: `min(1, ζ/‖row‖)`.
-///
-/// Overflow-safe: the norm is computed in `f64`, where the square of any finite `f32` is exact
-/// (48 significant bits) and their sum cannot overflow (`2⁵²·f32::MAX² < f64::MAX`), so a finite
-/// row of any size is clipped in its direction rather than zeroed. The squares are summed in 8
-/// interleaved partial sums, combined in a fixed order: one vectorized pass, and the same result
-/// for the same row everywhere. For a row with a non-finite entry the result is unspecified (the
-/// stream rejects such rows first); a `clip_norm` that is not positive (or NaN) gives 0.
-pub fn clip_factor(row: &[f32], clip_norm: f64) -> f64 {
-    if clip_norm.is_nan() || clip_norm <= 0.0 {
-        return 0.0;
-    }
-    let mut partial = [0.0f64; 8];
-    let mut chunks = row.chunks_exact(8);
-    for chunk in &mut chunks {
-        for (s, &x) in partial.iter_mut().zip(chunk) {
-            let x = f64::from(x);
-            *s += x * x;
-        }
-    }
-    for (s, &x) in partial.iter_mut().zip(chunks.remainder()) {
-        let x = f64::from(x);
-        *s += x * x;
-    }
-    let norm = libm::sqrt(partial.iter().sum());
-    if norm > clip_norm {
-        clip_norm / norm
-    } else {
-        1.0
-    }
-}
-
-/// Scales `row` in place to L2 norm at most `clip_norm` (see [`clip_factor`]): rows already
-/// within the norm are untouched, finite rows of any magnitude (even near `f32::MAX`) keep their
-/// direction, and a `clip_norm` that is not positive zeroes the row.
-pub fn clip_to_norm(row: &mut [f32], clip_norm: f32) {
-    let factor = clip_factor(row, f64::from(clip_norm));
-    if factor < 1.0 {
-        for x in row.iter_mut() {
-            *x = (f64::from(*x) * factor) as f32;
-        }
-    }
 }
 
 impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
@@ -160,7 +117,7 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
     ) -> Result<Self, Error> {
         let decoder = banded(&mechanism)?;
         let needed = Self::workspace_len(&mechanism, dim)?;
-        let (scale, workspace) = prepare(&mechanism, noise_multiplier, workspace, needed)?;
+        let (scales, workspace) = prepare(&mechanism, noise_multiplier, workspace, needed)?;
         let h = mechanism.header;
         let (ring, rest) = workspace.split_at_mut(decoder.band as usize * dim);
         let (beta, sum) = rest.split_at_mut(decoder.rank as usize * dim);
@@ -169,8 +126,8 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
             prefix_sum: matches!(h.workload, Workload::PrefixSum),
             horizon: h.steps,
             dim,
-            clip_norm: h.clip_norm,
-            noise_scale: scale,
+            clip_norm: scales.clip_norm,
+            noise_scale: scales.noise,
             ring,
             beta,
             sum,
@@ -230,7 +187,7 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
         if !self.whole_row {
             return Err(Error::ClipFactorRequired);
         }
-        let clip = clip_factor(input, self.clip_norm) as f32;
+        let clip = clip_factor(input, self.clip_norm);
         self.advance(release, Some((input, clip)));
         Ok(())
     }
@@ -243,14 +200,14 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
     pub fn step_clipped(
         &mut self,
         input: &[f32],
-        clip: f64,
+        clip: f32,
         release: &mut [f32],
     ) -> Result<(), Error> {
         self.check_input(input, release)?;
         if !(0.0..=1.0).contains(&clip) {
             return Err(Error::InvalidClipFactor);
         }
-        self.advance(release, Some((input, clip as f32)));
+        self.advance(release, Some((input, clip)));
         Ok(())
     }
 
@@ -282,8 +239,8 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
         self.offset
     }
 
-    /// The clip norm `ζ` recorded in the blob.
-    pub fn clip_norm(&self) -> f64 {
+    /// The clip norm `ζ` recorded in the blob, as the stream applies it (`f32`).
+    pub fn clip_norm(&self) -> f32 {
         self.clip_norm
     }
 
@@ -341,46 +298,21 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
         } else {
             None
         };
-        let band = self.decoder.diagonal_row(i);
-        let left = self.decoder.left_row(i);
+        // Rows exist for every i < n (the blob was validated); empty ones would add nothing.
+        let band = self.decoder.diagonal_row(i).unwrap_or(F32Table::empty());
+        let left = self.decoder.left_row(i).unwrap_or(F32Table::empty());
         let mut start = 0;
         while start < d {
             let end = d.min(start + CHUNK);
-            // β += R[i−h,:]ᵀ z_{i−h}, before z_i overwrites z_{i−h} in the same slot; up to three
-            // rows of β per pass.
+            // β += R[i−h,:]ᵀ z_{i−h}, before z_i overwrites z_{i−h} in the same slot.
             if let Some(right) = right {
                 let oldest = part(self.ring, slot, d, start, end);
-                let mut rows = self
+                let rows = self
                     .beta
                     .chunks_exact_mut(d)
                     .zip(right.iter())
-                    .map(|(row, c)| (c, row.get_mut(start..end).unwrap_or(&mut [])))
-                    .fuse();
-                loop {
-                    match (rows.next(), rows.next(), rows.next()) {
-                        (Some((a, x)), Some((b, w)), Some((c, v))) => {
-                            for (((x, w), v), &z) in
-                                x.iter_mut().zip(w.iter_mut()).zip(v.iter_mut()).zip(oldest)
-                            {
-                                *x += a * z;
-                                *w += b * z;
-                                *v += c * z;
-                            }
-                        }
-                        (Some((a, x)), Some((b, w)), None) => {
-                            for ((x, w), &z) in x.iter_mut().zip(w.iter_mut()).zip(oldest) {
-                                *x += a * z;
-                                *w += b * z;
-                            }
-                        }
-                        (Some((a, x)), None, _) => {
-                            for (x, &z) in x.iter_mut().zip(oldest) {
-                                *x += a * z;
-                            }
-                        }
-                        _ => break,
-                    }
-                }
+                    .map(|(row, c)| (c, row.get_mut(start..end).unwrap_or(&mut [])));
+                scatter(oldest, rows);
             }
             let current = part_mut(self.ring, slot, d, start, end);
             self.noise
@@ -388,7 +320,7 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
             // y = Σ_k D[i,k] z_{i−k} + L[i,:] β: the main diagonal (k = 0, never absent) writes y,
             // every other term adds to it.
             let y = y.get_mut(start..end).unwrap_or(&mut []);
-            let mut band = band.iter().flat_map(|row| row.iter());
+            let mut band = band.iter();
             let main = band.next().unwrap_or(0.0) * scale;
             for (out, &z) in y.iter_mut().zip(part(self.ring, slot, d, start, end)) {
                 *out = main * z;
@@ -400,40 +332,10 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
                 .map(|(k, c)| (c * scale, part(ring, (i - k) % h, d, start, end)));
             let left_terms = left
                 .iter()
-                .flat_map(|row| row.iter())
                 .take(r)
                 .enumerate()
                 .map(|(q, c)| (c * scale, part(beta, q, d, start, end)));
-            let mut terms = band_terms.chain(left_terms).fuse();
-            // Up to four terms per pass over the chunk: a few memory streams at once use the
-            // memory system better than one (more would contend for cache sets), and each
-            // coordinate still adds its terms one by one, in order.
-            loop {
-                match (terms.next(), terms.next(), terms.next(), terms.next()) {
-                    (Some((a, x)), Some((b, w)), Some((c, v)), Some((e, u))) => {
-                        for ((((out, &x), &w), &v), &u) in y.iter_mut().zip(x).zip(w).zip(v).zip(u)
-                        {
-                            *out = (((*out + a * x) + b * w) + c * v) + e * u;
-                        }
-                    }
-                    (Some((a, x)), Some((b, w)), Some((c, v)), None) => {
-                        for (((out, &x), &w), &v) in y.iter_mut().zip(x).zip(w).zip(v) {
-                            *out = ((*out + a * x) + b * w) + c * v;
-                        }
-                    }
-                    (Some((a, x)), Some((b, w)), None, _) => {
-                        for ((out, &x), &w) in y.iter_mut().zip(x).zip(w) {
-                            *out = (*out + a * x) + b * w;
-                        }
-                    }
-                    (Some((a, x)), None, _, _) => {
-                        for (out, &x) in y.iter_mut().zip(x) {
-                            *out += a * x;
-                        }
-                    }
-                    _ => break,
-                }
-            }
+            gather(y, band_terms.chain(left_terms));
             if let Some((input, clip)) = input {
                 let sum = self.sum.get_mut(start..end).unwrap_or(&mut []);
                 let x = input.get(start..end).unwrap_or(&[]);
@@ -445,6 +347,89 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
             start = end;
         }
         self.step += 1;
+    }
+}
+
+/// `row += c·z` for every `(c, row)` of `rows`: the `β` update of a chunk. On hosts up to three
+/// rows per pass over `z` (fewer passes over memory); on bare-metal targets, where `d` is small
+/// and flash is scarce, one row per pass. Each coordinate sees the same operations either way.
+#[cfg(not(target_os = "none"))]
+fn scatter<'a>(z: &[f32], rows: impl Iterator<Item = (f32, &'a mut [f32])>) {
+    let mut rows = rows.fuse();
+    loop {
+        match (rows.next(), rows.next(), rows.next()) {
+            (Some((a, x)), Some((b, w)), Some((c, v))) => {
+                for (((x, w), v), &z) in x.iter_mut().zip(w.iter_mut()).zip(v.iter_mut()).zip(z) {
+                    *x += a * z;
+                    *w += b * z;
+                    *v += c * z;
+                }
+            }
+            (Some((a, x)), Some((b, w)), None) => {
+                for ((x, w), &z) in x.iter_mut().zip(w.iter_mut()).zip(z) {
+                    *x += a * z;
+                    *w += b * z;
+                }
+            }
+            (Some((a, x)), None, _) => {
+                for (x, &z) in x.iter_mut().zip(z) {
+                    *x += a * z;
+                }
+            }
+            _ => break,
+        }
+    }
+}
+
+#[cfg(target_os = "none")]
+fn scatter<'a>(z: &[f32], rows: impl Iterator<Item = (f32, &'a mut [f32])>) {
+    for (a, x) in rows {
+        for (x, &z) in x.iter_mut().zip(z) {
+            *x += a * z;
+        }
+    }
+}
+
+/// `y += Σ c·row` over `terms`, in order: the band and low-rank terms of a chunk. On hosts up to
+/// four terms per pass over `y` (a few memory streams at once use the memory system better than
+/// one; more would contend for cache sets); on bare-metal targets one. Each coordinate adds its
+/// terms one by one, in order, either way.
+#[cfg(not(target_os = "none"))]
+fn gather<'a>(y: &mut [f32], terms: impl Iterator<Item = (f32, &'a [f32])>) {
+    let mut terms = terms.fuse();
+    loop {
+        match (terms.next(), terms.next(), terms.next(), terms.next()) {
+            (Some((a, x)), Some((b, w)), Some((c, v)), Some((e, u))) => {
+                for ((((out, &x), &w), &v), &u) in y.iter_mut().zip(x).zip(w).zip(v).zip(u) {
+                    *out = (((*out + a * x) + b * w) + c * v) + e * u;
+                }
+            }
+            (Some((a, x)), Some((b, w)), Some((c, v)), None) => {
+                for (((out, &x), &w), &v) in y.iter_mut().zip(x).zip(w).zip(v) {
+                    *out = ((*out + a * x) + b * w) + c * v;
+                }
+            }
+            (Some((a, x)), Some((b, w)), None, _) => {
+                for ((out, &x), &w) in y.iter_mut().zip(x).zip(w) {
+                    *out = (*out + a * x) + b * w;
+                }
+            }
+            (Some((a, x)), None, _, _) => {
+                for (out, &x) in y.iter_mut().zip(x) {
+                    *out += a * x;
+                }
+            }
+            _ => break,
+        }
+    }
+}
+
+#[cfg(target_os = "none")]
+fn gather<'a>(y: &mut [f32], terms: impl Iterator<Item = (f32, &'a [f32])>) {
+    for (a, x) in terms {
+        for (out, &x) in y.iter_mut().zip(x) {
+            *out += a * x;
+        }
     }
 }
 
@@ -486,16 +471,67 @@ pub(crate) fn recorded_noise_multiplier(mechanism: &Mechanism<'_>) -> Result<f64
         .noise_multiplier)
 }
 
+/// What a stream applies, in `f32`: the noise scale `σ·ζ·sens` and the clip norm `ζ`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Scales {
+    pub(crate) noise: f32,
+    pub(crate) clip_norm: f32,
+}
+
+/// A positive finite `f64` as a normal `f32`, rounded down (toward zero) or up, from the bits:
+/// truncate the significand to 24 bits, and add one ulp when rounding up discarded a non-zero
+/// bit. No `f64` arithmetic (software on a Cortex-M4F) and a rounding direction chosen for
+/// privacy, which `as f32` (to nearest) does not give. `None` unless `x` is positive, finite
+/// and the result a finite normal `f32`.
+pub(crate) fn to_f32_rounded(x: f64, up: bool) -> Option<f32> {
+    let bits = x.to_bits();
+    // Also refuses negative numbers, whose sign bit puts them above +∞.
+    if bits == 0 || bits >= f64::INFINITY.to_bits() {
+        return None;
+    }
+    let exponent = (bits >> 52) as i32 - 1023;
+    if !(-126..=127).contains(&exponent) {
+        return None;
+    }
+    let significand = bits & ((1 << 52) - 1);
+    let truncated = ((exponent + 127) as u32) << 23 | (significand >> 29) as u32;
+    let inexact = significand & ((1 << 29) - 1) != 0;
+    let y = f32::from_bits(truncated + u32::from(up && inexact));
+    y.is_finite().then_some(y)
+}
+
+/// `σ·ζ·sens` in `f32`, never below the exact product: the three factors are rounded up, the two
+/// products round to nearest (a relative error of at most `u = 2⁻²⁴` each), and 3 ulps up (each
+/// at least `u` of the value) more than make up for them; the excess is below `4·10⁻⁷`. `None`
+/// unless every factor and the result are normal `f32` numbers.
+pub(crate) fn noise_scale(noise_multiplier: f64, clip_norm: f64, sensitivity: f64) -> Option<f32> {
+    let mut product = 1.0f32;
+    for x in [noise_multiplier, clip_norm, sensitivity] {
+        product *= to_f32_rounded(x, true)?;
+    }
+    let up = f32::from_bits(product.to_bits() + 3);
+    (product.is_normal() && up.is_finite()).then_some(up)
+}
+
+/// The clip norm `ζ` a stream applies: the blob's, rounded down to `f32` (clipping to a slightly
+/// smaller norm is safe), and in the range [`clip_factor`] clips exactly.
+pub(crate) fn clip_norm(mechanism: &Mechanism<'_>) -> Result<f32, Error> {
+    to_f32_rounded(mechanism.header.clip_norm, false)
+        .filter(|&z| clip_norm_supported(z))
+        .ok_or(Error::UnsupportedClipNorm)
+}
+
 /// What every stream form checks and claims at construction, in this order: the workspace holds
-/// `needed` floats ([`Error::WorkspaceTooSmall`]), and `σ·ζ·sens` is a positive finite `f32`
-/// ([`Error::InvalidNoiseMultiplier`]). Returns that scale and the first `needed` floats of the
-/// workspace, zeroed.
+/// `needed` floats ([`Error::WorkspaceTooSmall`]), `σ·ζ·sens` is a positive normal `f32`
+/// ([`Error::InvalidNoiseMultiplier`], see [`noise_scale`]), and `ζ` rounded to `f32` is one
+/// [`clip_factor`] clips exactly ([`Error::UnsupportedClipNorm`]). Returns the scales and the
+/// first `needed` floats of the workspace, zeroed.
 pub(crate) fn prepare<'w>(
     mechanism: &Mechanism<'_>,
     noise_multiplier: f64,
     workspace: &'w mut [f32],
     needed: usize,
-) -> Result<(f32, &'w mut [f32]), Error> {
+) -> Result<(Scales, &'w mut [f32]), Error> {
     if workspace.len() < needed {
         return Err(Error::WorkspaceTooSmall {
             needed,
@@ -503,14 +539,12 @@ pub(crate) fn prepare<'w>(
         });
     }
     let h = mechanism.header;
-    let scale = (noise_multiplier * h.clip_norm * h.sensitivity.value) as f32;
-    if !(noise_multiplier.is_finite() && noise_multiplier > 0.0 && scale.is_finite() && scale > 0.0)
-    {
-        return Err(Error::InvalidNoiseMultiplier);
-    }
+    let noise = noise_scale(noise_multiplier, h.clip_norm, h.sensitivity.value)
+        .ok_or(Error::InvalidNoiseMultiplier)?;
+    let clip_norm = clip_norm(mechanism)?;
     let workspace = &mut workspace[..needed];
     workspace.fill(0.0);
-    Ok((scale, workspace))
+    Ok((Scales { noise, clip_norm }, workspace))
 }
 
 fn banded<'m>(mechanism: &Mechanism<'m>) -> Result<BandedLowRank<'m>, Error> {
@@ -547,5 +581,52 @@ impl<const N: usize> Deref for Workspace<N> {
 impl<const N: usize> DerefMut for Workspace<N> {
     fn deref_mut(&mut self) -> &mut [f32] {
         &mut self.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::to_f32_rounded;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Down: the largest `f32` at most `x`; up: the smallest at least `x` (checked in `f64`,
+        /// where every `f32` is exact).
+        #[test]
+        fn directed_rounding_brackets_x(bits in 0x3810_0000_0000_0000u64..0x47ef_ffff_ffff_ffff) {
+            let x = f64::from_bits(bits);
+            let down = to_f32_rounded(x, false).unwrap();
+            prop_assert!(f64::from(down) <= x && f64::from(down.next_up()) > x);
+            match to_f32_rounded(x, true) {
+                Some(up) => prop_assert!(f64::from(up) >= x && f64::from(up.next_down()) < x),
+                None => prop_assert!(x > f64::from(f32::MAX)),
+            }
+        }
+    }
+
+    #[test]
+    fn directed_rounding_refuses_what_is_not_a_positive_normal_f32() {
+        for x in [
+            0.0,
+            -0.0,
+            -1.0,
+            f64::NAN,
+            f64::INFINITY,
+            1e-39,
+            1e39,
+            f64::MIN_POSITIVE,
+        ] {
+            assert_eq!(to_f32_rounded(x, false), None, "{x}");
+            assert_eq!(to_f32_rounded(x, true), None, "{x}");
+        }
+        let max = f64::from(f32::MAX);
+        assert_eq!(to_f32_rounded(max, true), Some(f32::MAX));
+        assert_eq!(to_f32_rounded(max.next_up(), false), Some(f32::MAX));
+        assert_eq!(to_f32_rounded(max.next_up(), true), None);
+        let min = f64::from(f32::MIN_POSITIVE);
+        assert_eq!(to_f32_rounded(min, false), Some(f32::MIN_POSITIVE));
+        assert_eq!(to_f32_rounded(min.next_down(), true), None);
+        assert_eq!(to_f32_rounded(0.1, false), Some(0.1f32.next_down()));
+        assert_eq!(to_f32_rounded(0.1, true), Some(0.1f32));
     }
 }

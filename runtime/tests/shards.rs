@@ -243,7 +243,12 @@ fn the_fused_step_equals_the_textbook_order_bit_for_bit() {
         let dim = 2 * CHUNK + 77;
         let got = unsharded(m, dim, ChaChaNoise::from_seed(SEED).unwrap());
         let table = |bytes: &[u8], i: usize| F32Table::new(bytes).unwrap().get(i).unwrap();
-        let scale = (0.7f64 * 2.0 * 1.3) as f32;
+        // σ·ζ·sens as the runtime documents it: factors rounded up to f32, products, 3 ulps up.
+        let up = |x: f64| {
+            let y = x as f32;
+            if f64::from(y) < x { y.next_up() } else { y }
+        };
+        let scale = f32::from_bits((up(0.7) * up(2.0) * up(1.3)).to_bits() + 3);
         let mut noise = ChaChaNoise::from_seed(SEED).unwrap();
         let mut z = vec![vec![0.0f32; dim]; n];
         let mut beta = vec![vec![0.0f32; dim]; r];
@@ -273,7 +278,7 @@ fn the_fused_step_equals_the_textbook_order_bit_for_bit() {
                 }
             }
             let x = input(i, dim);
-            let clip = clip_factor(&x, 2.0) as f32;
+            let clip = clip_factor(&x, 2.0);
             for j in 0..dim {
                 sum[j] += clip * x[j];
                 y[j] += sum[j];
@@ -298,7 +303,7 @@ fn a_shard_needs_the_whole_rows_clip_factor() {
     .unwrap();
     let (x, mut out) = (vec![0.5f32; 10], vec![0.0f32; 10]);
     assert_eq!(shard.step(&x, &mut out), Err(Error::ClipFactorRequired));
-    for bad in [f64::NAN, -0.1, 1.5, f64::INFINITY] {
+    for bad in [f32::NAN, -0.1, 1.5, f32::INFINITY] {
         assert_eq!(
             shard.step_clipped(&x, bad, &mut out),
             Err(Error::InvalidClipFactor)

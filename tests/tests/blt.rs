@@ -112,8 +112,7 @@ fn replay_equals_dense_toeplitz_for_100k_steps_with_fixed_ram() {
     for t in 0..horizon {
         let big = if t % 5 == 0 { 30.0 } else { 0.4 };
         let x: [f32; 4] = core::array::from_fn(|c| big * ((t * 3 + c * 7) % 9) as f32 / 9.0 - 0.1);
-        let norm = x.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>().sqrt();
-        let clip = if norm > zeta { zeta / norm } else { 1.0 };
+        let clip = mfc_tests::runtime_clip_factor(&x, zeta);
         stream.step(&x, &mut out).unwrap();
         row_variance += b[t] * b[t];
         for c in 0..dim {

@@ -77,12 +77,7 @@ fn replay_error(compiled: &FftMechanism, bytes: &[u8], d: usize) -> f64 {
     for t in 0..n {
         let x: Vec<f32> = (0..d).map(|c| input(t, c)).collect();
         stream.step(&x, &mut release).unwrap();
-        let norm = x.iter().map(|v| f64::from(*v).powi(2)).sum::<f64>().sqrt();
-        let clip = if norm > h.clip_norm {
-            h.clip_norm / norm
-        } else {
-            1.0
-        };
+        let clip = mfc_tests::runtime_clip_factor(&x, h.clip_norm);
         for c in 0..d {
             sum[c] += clip * f64::from(x[c]);
             let noise: f64 = (0..2 * n).map(|j| b[(t, j)] * z[j][c]).sum::<f64>() * scale;

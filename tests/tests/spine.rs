@@ -160,8 +160,7 @@ fn replay_matches_dense(bytes: &[u8], dim: usize, prefix: bool) {
         let x: Vec<f32> = (0..dim)
             .map(|c| big * (((i * 7 + c * 3) % 11) as f32 - 5.0) / 5.0)
             .collect();
-        let norm = x.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>().sqrt();
-        let clip = if norm > zeta { zeta / norm } else { 1.0 };
+        let clip = mfc_tests::runtime_clip_factor(&x, zeta);
         if prefix {
             stream.step(&x, &mut out).unwrap();
         } else {

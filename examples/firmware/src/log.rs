@@ -9,12 +9,22 @@ pub fn exit(code: i32) -> ! {
     semihosting::process::exit(code)
 }
 
+/// The form of the benched stream and its parameters.
+#[cfg(feature = "bench")]
+pub enum Form {
+    /// Banded plus low rank, `(h, r)`: `Stream`, with checkpoint and restore.
+    Banded { band_rank: (u32, u32) },
+    /// BLT with `m` buffers per coordinate: `BltStream`, which has no checkpoint or restore.
+    Blt { buffers: usize },
+}
+
 /// The figures of a `bench` run; times are SysTick ticks (see `budget.sh` for instructions).
+/// `checkpointing` and `restoring` are 0 for a BLT stream, whose line leaves them out.
 #[cfg(feature = "bench")]
 pub struct Bench {
     pub steps: u32,
     pub dim: usize,
-    pub band_rank: (u32, u32),
+    pub form: Form,
     pub workspace_floats: usize,
     pub stream_bytes: usize,
     pub load: u64,
@@ -84,24 +94,41 @@ mod text {
         semihosting::println!("done: {steps} steps released");
     }
 
+    /// Banded: `bench h=… r=… d=… … checkpoint_total=… restore=… …`; BLT: `bench blt m=… d=…`
+    /// and the same fields without `checkpoint_total` and `restore`.
     #[cfg(feature = "bench")]
     pub fn bench(b: &super::Bench) {
-        semihosting::println!(
-            "bench h={} r={} d={} steps={} workspace_floats={} stream_bytes={} stack_bytes={} ticks: load={} step_total={} checkpoint_total={} restore={} empty={} checksum={:08x}",
-            b.band_rank.0,
-            b.band_rank.1,
-            b.dim,
-            b.steps,
-            b.workspace_floats,
-            b.stream_bytes,
-            b.stack_bytes,
-            b.load,
-            b.stepping,
-            b.checkpointing,
-            b.restoring,
-            b.empty,
-            b.checksum
-        );
+        match b.form {
+            super::Form::Banded { band_rank } => semihosting::println!(
+                "bench h={} r={} d={} steps={} workspace_floats={} stream_bytes={} stack_bytes={} ticks: load={} step_total={} checkpoint_total={} restore={} empty={} checksum={:08x}",
+                band_rank.0,
+                band_rank.1,
+                b.dim,
+                b.steps,
+                b.workspace_floats,
+                b.stream_bytes,
+                b.stack_bytes,
+                b.load,
+                b.stepping,
+                b.checkpointing,
+                b.restoring,
+                b.empty,
+                b.checksum
+            ),
+            super::Form::Blt { buffers } => semihosting::println!(
+                "bench blt m={} d={} steps={} workspace_floats={} stream_bytes={} stack_bytes={} ticks: load={} step_total={} empty={} checksum={:08x}",
+                buffers,
+                b.dim,
+                b.steps,
+                b.workspace_floats,
+                b.stream_bytes,
+                b.stack_bytes,
+                b.load,
+                b.stepping,
+                b.empty,
+                b.checksum
+            ),
+        }
     }
 }
 
@@ -145,18 +172,29 @@ mod text {
 
     #[cfg(feature = "bench")]
     pub fn bench(b: &super::Bench) {
-        defmt::info!(
-            "bench h={=u32} r={=u32} d={=usize} steps={=u32} stack_bytes={=usize} ticks: step_total={=u64} checkpoint_total={=u64} restore={=u64} empty={=u64}",
-            b.band_rank.0,
-            b.band_rank.1,
-            b.dim,
-            b.steps,
-            b.stack_bytes,
-            b.stepping,
-            b.checkpointing,
-            b.restoring,
-            b.empty
-        );
+        match b.form {
+            super::Form::Banded { band_rank } => defmt::info!(
+                "bench h={=u32} r={=u32} d={=usize} steps={=u32} stack_bytes={=usize} ticks: step_total={=u64} checkpoint_total={=u64} restore={=u64} empty={=u64}",
+                band_rank.0,
+                band_rank.1,
+                b.dim,
+                b.steps,
+                b.stack_bytes,
+                b.stepping,
+                b.checkpointing,
+                b.restoring,
+                b.empty
+            ),
+            super::Form::Blt { buffers } => defmt::info!(
+                "bench blt m={=usize} d={=usize} steps={=u32} stack_bytes={=usize} ticks: step_total={=u64} empty={=u64}",
+                buffers,
+                b.dim,
+                b.steps,
+                b.stack_bytes,
+                b.stepping,
+                b.empty
+            ),
+        }
     }
 }
 

@@ -11,7 +11,8 @@
 //!
 //! Exit codes (through semihosting): 0 success, 2 a runtime error (e.g. the `corrupt-blob`
 //! build), 3 a hard fault, 101 a panic. With the `bench` feature it prints instruction counts
-//! instead (see `budget.sh`).
+//! instead (see `budget.sh`); the bench run also takes a BLT blob (`MFC_FIRMWARE_BLOB=blt.mfc`,
+//! replayed by `BltStream`, which has no checkpoint), the telemetry run only a banded one.
 #![no_std]
 #![no_main]
 // The bench build uses the loggers and the scenario only in part.
@@ -35,7 +36,14 @@ mod systick;
 use config::{DIM, WORKSPACE};
 use scenario::{REBOOT_AFTER, ROOT_SECRET, STALE_AFTER, events};
 
-/// The mechanism, in flash: `telemetry.mfc` (see `README.md` for the command that made it).
+#[cfg(all(mfc_form = "blt", not(feature = "bench")))]
+compile_error!(
+    "the telemetry run checkpoints, so it needs a banded blob (MFC_FIRMWARE_BLOB or the size-blt \
+     feature chose a BLT one); BLT is bench only"
+);
+
+/// The mechanism, in flash: `telemetry.mfc` (see `README.md` for the command that made it), or
+/// the blob named by `MFC_FIRMWARE_BLOB` at build time.
 static BLOB: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/blob.mfc"));
 
 /// Bytes of a checkpoint slot: `14 + 50 + 4·(h + r + 1)·d + 4`.
@@ -124,7 +132,7 @@ fn run() -> Result<(), Error> {
 
 /// The budget run: instructions (SysTick under `qemu -icount`) for loading the blob, a step, a
 /// checkpoint and a restore; nothing is printed between the marks.
-#[cfg(feature = "bench")]
+#[cfg(all(feature = "bench", mfc_form = "banded"))]
 fn run() -> Result<(), Error> {
     use core::hint::black_box;
     let timer = systick::Timer::start();
@@ -165,13 +173,64 @@ fn run() -> Result<(), Error> {
     log::bench(&log::Bench {
         steps,
         dim: DIM,
-        band_rank: config::BAND_RANK,
+        form: log::Form::Banded {
+            band_rank: config::BAND_RANK,
+        },
         workspace_floats: WORKSPACE,
         stream_bytes: core::mem::size_of::<Stream<'_, '_, mfc_runtime::ChaChaNoise>>(),
         load,
         stepping,
         checkpointing,
         restoring,
+        empty,
+        stack_bytes,
+        checksum,
+    });
+    Ok(())
+}
+
+/// The budget run of a BLT blob: instructions for loading the blob (`Mechanism::from_bytes`) and
+/// a step; a `BltStream` has no checkpoint or restore to time.
+#[cfg(all(feature = "bench", mfc_form = "blt"))]
+fn run() -> Result<(), Error> {
+    use core::hint::black_box;
+    use mfc_runtime::{BltStream, Mechanism};
+    let timer = systick::Timer::start();
+    let t = timer.now();
+    let mechanism = Mechanism::from_bytes(black_box(BLOB))?;
+    let load = timer.since(t);
+    let counter = ReleaseCounter::FACTORY.cold_start()?;
+    let mut workspace = [0.0f32; WORKSPACE];
+    let mut input = [0.0f32; DIM];
+    let mut release = [0.0f32; DIM];
+    let noise = epoch_noise(&ROOT_SECRET, &counter)?;
+    let mut stream = BltStream::new(mechanism, DIM, &mut workspace, noise)?;
+    let steps = stream.horizon();
+    let (mut stepping, mut checksum) = (0u64, 0u32);
+    let stack = systick::StackProbe::paint();
+    for step in 0..steps {
+        events(step, &mut input);
+        let t = timer.now();
+        stream.step(black_box(&input), &mut release)?;
+        stepping += timer.since(t);
+        checksum = release
+            .iter()
+            .fold(checksum, |c, x| c.rotate_left(5) ^ x.to_bits());
+    }
+    let stack_bytes = stack.used();
+    let empty = timer.overhead();
+    log::bench(&log::Bench {
+        steps,
+        dim: DIM,
+        form: log::Form::Blt {
+            buffers: config::BUFFERS,
+        },
+        workspace_floats: WORKSPACE,
+        stream_bytes: core::mem::size_of::<BltStream<'_, '_, mfc_runtime::ChaChaNoise>>(),
+        load,
+        stepping,
+        checkpointing: 0,
+        restoring: 0,
         empty,
         stack_bytes,
         checksum,

@@ -1,8 +1,10 @@
 //! The program whose code size the budget table reports (`budget.sh`): it loads the embedded
 //! blob, runs the whole stream on deterministic inputs (with `size-checkpoint`: checkpointing
 //! every step and restoring once) and reports an error by exit code, or through defmt with the
-//! `defmt` feature. With `size-baseline` the same skeleton runs without the runtime; the runtime's
-//! size is the difference, so startup code, the blob and the logger are not counted.
+//! `defmt` feature. With `size-blt` the blob is `blt.mfc` and a `BltStream` runs instead of the
+//! banded `Stream` (no checkpoint). With `size-baseline` the same skeleton runs without the
+//! runtime (and with the same blob); the runtime's size is the difference, so startup code, the
+//! blob and the logger are not counted.
 //!
 //! Its panic handler only exits: the runtime's panic paths (there should be none reachable) are
 //! counted by their code, not by a formatter.
@@ -30,6 +32,19 @@ use config::DIM;
 
 static BLOB: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/blob.mfc"));
 
+#[cfg(all(
+    feature = "size-blt",
+    feature = "size-checkpoint",
+    not(feature = "size-baseline")
+))]
+compile_error!("a BltStream has no checkpoint: `size-blt` excludes `size-checkpoint`");
+#[cfg(all(
+    mfc_form = "blt",
+    not(feature = "size-blt"),
+    not(feature = "size-baseline")
+))]
+compile_error!("a BLT blob is run by the `size-blt` build");
+
 #[entry]
 fn main() -> ! {
     let code = match run() {
@@ -53,7 +68,7 @@ type Failure = mfc_runtime::Error;
 #[cfg(feature = "size-baseline")]
 type Failure = u32;
 
-#[cfg(not(feature = "size-baseline"))]
+#[cfg(all(not(feature = "size-baseline"), not(feature = "size-blt")))]
 fn run() -> Result<u32, Failure> {
     use mfc_runtime::{ReleaseCounter, Stream, epoch_noise};
     #[cfg(feature = "size-checkpoint")]
@@ -90,6 +105,30 @@ fn run() -> Result<u32, Failure> {
         let mut stream = Stream::new(mechanism, DIM, &mut workspace, noise)?;
         stream.restore(&blob, black_box(&slot), &counter)?;
         checksum ^= stream.steps_released();
+    }
+    Ok(checksum)
+}
+
+/// The BLT form: the blob is checked and a `BltStream` runs the whole horizon.
+#[cfg(all(not(feature = "size-baseline"), feature = "size-blt"))]
+fn run() -> Result<u32, Failure> {
+    use mfc_runtime::{BltStream, ReleaseCounter, epoch_noise};
+    let mechanism = mfc_runtime::Mechanism::from_bytes(black_box(BLOB))?;
+    let counter = ReleaseCounter::FACTORY.cold_start()?;
+    let mut workspace = [0.0f32; config::WORKSPACE];
+    let noise = epoch_noise(&scenario::ROOT_SECRET, &counter)?;
+    #[cfg(feature = "size-no-noise")]
+    let noise = NoSampler(black_box(noise).is_some_key());
+    let mut stream = BltStream::new(mechanism, DIM, &mut workspace, noise)?;
+    let mut input = [0.0f32; DIM];
+    let mut release = [0.0f32; DIM];
+    let mut checksum = 0u32;
+    for step in 0..stream.horizon() {
+        scenario::events(step, &mut input);
+        stream.step(black_box(&input), &mut release)?;
+        checksum = release
+            .iter()
+            .fold(checksum, |c, x| c.rotate_left(5) ^ x.to_bits());
     }
     Ok(checksum)
 }

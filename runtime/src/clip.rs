@@ -1,0 +1,121 @@
+//! Clipping an input row to L2 norm `ζ` in `f32` arithmetic, with a proof that the clipped row's
+//! norm never exceeds `ζ`.
+//!
+//! The mechanism's privacy rests on `‖clip(x)‖ ≤ ζ`: a clipped row whose norm is `ζ(1 + ε)` has
+//! sensitivity `(1 + ε)` times the recorded one. Rounding errors in the norm and in the scaling
+//! must therefore err on the small side. [`clip_factor`] returns `f` with `‖fl(f·x)‖ ≤ ζ` for
+//! every finite row of at most 2⁵² coordinates and every `ζ` in `[2⁻⁶⁴, 2⁶⁴]`, in single
+//! precision only (a Cortex-M4F has no `f64` hardware):
+//!
+//! 1. `m = max |xᵢ|`. If `m ≤ 2⁻³²ζ` then `‖x‖ ≤ √d·m ≤ 2⁻⁶ζ`: `f = 1`. If `m > 2⁹⁶ζ`, the
+//!    row is zeroed (`f = 0`: its factor would be below `2⁻⁹⁶`; such a row is garbage, and
+//!    zeroing is safe).
+//! 2. Otherwise the row is scaled by the power of two `s` with `m·s ∈ [1, 4)` (exact, except
+//!    for entries so small that `x·s` is subnormal, whose absolute error `2⁻¹⁵⁰` is negligible
+//!    below) and `S = Σ (s·xᵢ)²` is summed pairwise: 8 lanes over blocks of 64 coordinates,
+//!    the lanes added as a tree, the blocks combined by a binary counter. Every term passes
+//!    through at most `D = 128` roundings (1 square, ≤ 7 lane additions, 3 tree levels, ≤ 58
+//!    carries, ≤ 58 final additions), so `Ŝ ≥ S(1 − γ_D)` with `γ_D = Du/(1 − Du) ≈ 7.7·10⁻⁶`,
+//!    `u = 2⁻²⁴` (Higham, *Accuracy and Stability of Numerical Algorithms*, 2002, Lemma 3.1 and
+//!    §4.2: terms are non-negative).
+//! 3. `f = fl(fl(ζs / fl(√Ŝ))·(1 − 2⁻¹⁶))`, a normal number (`ζs ∈ [2⁻⁹⁶, 2³⁴)`,
+//!    `√Ŝ ∈ [1, 2²⁸]`). With `‖x‖ = √S/s` and the correctly rounded square root, division,
+//!    margin multiply and final products `fl(f·xᵢ)`:
+//!
+//!    `‖fl(f·x)‖ ≤ ζ·(1 + u)⁴·(1 − 2⁻¹⁶)/√(1 − γ_D) ≤ ζ·(1 − 1.1·10⁻⁵)`,
+//!
+//!    (the streams round the blob's `f64` clip norm down to `f32`, so this `ζ` is at most the
+//!    blob's). If `f ≥ 1` the row is within the norm by the same bound and is left untouched (`f = 1`).
+//!
+//! So the clipped row's norm is at most `ζ`, and at least `ζ(1 − 2⁻¹⁵)` when it was clipped;
+//! rows with `‖x‖ ≤ ζ(1 − 2⁻¹⁵)` are never changed. `tests/clip.rs` checks both against an
+//! `f64` reference on random rows over the whole exponent range.
+
+/// The margin `2⁻¹⁶` by which the factor is shrunk to cover every rounding error (module docs).
+const MARGIN: f32 = 1.0 - 1.0 / 65536.0;
+/// Coordinates per block of the pairwise sum.
+const BLOCK: usize = 64;
+/// Rows longer than this (the stream's own limit) are not covered by the proof and are zeroed.
+const MAX_LEN: u64 = 1 << 52;
+
+/// Whether `ζ` lies in `[2⁻⁶⁴, 2⁶⁴]`, the clip norms [`clip_factor`] clips exactly.
+pub fn clip_norm_supported(clip_norm: f32) -> bool {
+    (1.0 / 18_446_744_073_709_551_616.0..=18_446_744_073_709_551_616.0).contains(&clip_norm)
+}
+
+/// The factor `f ∈ [0, 1]` that scales `row` to L2 norm at most `clip_norm` (`ζ`): `‖fl(f·x)‖ ≤
+/// ζ` with `f` within `2⁻¹⁵` of `min(1, ζ/‖x‖)` (module docs have the proof). Rows within
+/// `ζ(1 − 2⁻¹⁵)` get exactly 1; rows more than `2⁹⁶ζ` long get 0. A `ζ` outside
+/// [`clip_norm_supported`] (including NaN) gives 0. For a row with a non-finite entry the result
+/// is unspecified (the streams reject such rows first). The same row gives the same factor on
+/// every target.
+pub fn clip_factor(row: &[f32], clip_norm: f32) -> f32 {
+    if !clip_norm_supported(clip_norm) || row.len() as u64 > MAX_LEN {
+        return 0.0;
+    }
+    let largest = row.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+    // Exact products: ζ is a normal number in [2⁻⁶⁴, 2⁶⁴].
+    if largest <= clip_norm * (1.0 / 4_294_967_296.0) {
+        return 1.0;
+    }
+    if largest > clip_norm * 79_228_162_514_264_337_593_543_950_336.0 {
+        return 0.0;
+    }
+    // `largest` > 2⁻⁹⁶ is normal, with biased exponent e ∈ [31, 254]: s = 2^(127 − e), but at
+    // least 2⁻¹²⁶ (a normal number), so that largest·s ∈ [1, 4).
+    let exponent = (largest.to_bits() >> 23) & 0xff;
+    let scale = f32::from_bits(254u32.saturating_sub(exponent).max(1) << 23);
+    let root = libm::sqrtf(scaled_sum_of_squares(row, scale));
+    let factor = (clip_norm * scale / root) * MARGIN;
+    if factor >= 1.0 { 1.0 } else { factor }
+}
+
+/// `Σ (s·xᵢ)²`, summed pairwise (8 lanes per block of [`BLOCK`], blocks by a binary counter) so
+/// that each term meets at most 128 roundings for any row of at most 2⁵² coordinates.
+fn scaled_sum_of_squares(row: &[f32], scale: f32) -> f32 {
+    // pending[k]: the sum of 2ᵏ consecutive blocks, for each set bit k of `blocks`.
+    let mut pending = [0.0f32; 64];
+    let mut blocks: u64 = 0;
+    for block in row.chunks(BLOCK) {
+        let mut lanes = [0.0f32; 8];
+        let mut eights = block.chunks_exact(8);
+        for eight in &mut eights {
+            for (lane, &x) in lanes.iter_mut().zip(eight) {
+                let y = x * scale;
+                *lane += y * y;
+            }
+        }
+        for (lane, &x) in lanes.iter_mut().zip(eights.remainder()) {
+            let y = x * scale;
+            *lane += y * y;
+        }
+        let [a, b, c, d, e, f, g, h] = lanes;
+        let mut sum = ((a + b) + (c + d)) + ((e + f) + (g + h));
+        let mut level = 0;
+        while blocks >> level & 1 == 1 {
+            sum += pending.get(level).copied().unwrap_or(0.0);
+            level += 1;
+        }
+        if let Some(slot) = pending.get_mut(level) {
+            *slot = sum;
+        }
+        blocks += 1;
+    }
+    pending
+        .iter()
+        .enumerate()
+        .filter(|&(level, _)| blocks >> level & 1 == 1)
+        .fold(0.0, |total, (_, &p)| total + p)
+}
+
+/// Scales `row` in place to L2 norm at most `clip_norm` by [`clip_factor`]: rows within the
+/// norm are untouched, rows above it keep their direction, and an unsupported `clip_norm` zeroes
+/// the row.
+pub fn clip_to_norm(row: &mut [f32], clip_norm: f32) {
+    let factor = clip_factor(row, clip_norm);
+    if factor < 1.0 {
+        for x in row.iter_mut() {
+            *x *= factor;
+        }
+    }
+}
