@@ -12,10 +12,10 @@
 //!    zeroing is safe).
 //! 2. Otherwise the row is scaled by the power of two `s` with `m·s ∈ [1, 4)` (exact, except
 //!    for entries so small that `x·s` is subnormal, whose absolute error `2⁻¹⁵⁰` is negligible
-//!    below) and `S = Σ (s·xᵢ)²` is summed pairwise: 8 lanes over blocks of 64 coordinates,
+//!    below) and `S = Σ (s·xᵢ)²` is summed pairwise: 16 lanes over blocks of 256 coordinates,
 //!    the lanes added as a tree, the blocks combined by a binary counter. Every term passes
-//!    through at most `D = 128` roundings (1 square, ≤ 7 lane additions, 3 tree levels, ≤ 58
-//!    carries, ≤ 58 final additions), so `Ŝ ≥ S(1 − γ_D)` with `γ_D = Du/(1 − Du) ≈ 7.7·10⁻⁶`,
+//!    through at most `D = 128` roundings (1 square, ≤ 15 lane additions, 4 tree levels, ≤ 44
+//!    carries, ≤ 44 final additions), so `Ŝ ≥ S(1 − γ_D)` with `γ_D = Du/(1 − Du) ≈ 7.7·10⁻⁶`,
 //!    `u = 2⁻²⁴` (Higham, *Accuracy and Stability of Numerical Algorithms*, 2002, Lemma 3.1 and
 //!    §4.2: terms are non-negative).
 //! 3. `f = fl(fl(ζs / fl(√Ŝ))·(1 − 2⁻¹⁶))`, a normal number (`ζs ∈ [2⁻⁹⁶, 2³⁴)`,
@@ -33,8 +33,10 @@
 
 /// The margin `2⁻¹⁶` by which the factor is shrunk to cover every rounding error (module docs).
 const MARGIN: f32 = 1.0 - 1.0 / 65536.0;
-/// Coordinates per block of the pairwise sum.
-const BLOCK: usize = 64;
+/// Coordinates per block of the pairwise sum (16 per lane).
+const BLOCK: usize = 256;
+/// Partial sums per block: independent chains of additions, which vectorize.
+const LANES: usize = 16;
 /// Rows longer than this (the stream's own limit) are not covered by the proof and are zeroed.
 const MAX_LEN: u64 = 1 << 52;
 
@@ -53,7 +55,7 @@ pub fn clip_factor(row: &[f32], clip_norm: f32) -> f32 {
     if !clip_norm_supported(clip_norm) || row.len() as u64 > MAX_LEN {
         return 0.0;
     }
-    let largest = row.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+    let largest = largest_magnitude(row);
     // Exact products: ζ is a normal number in [2⁻⁶⁴, 2⁶⁴].
     if largest <= clip_norm * (1.0 / 4_294_967_296.0) {
         return 1.0;
@@ -70,27 +72,50 @@ pub fn clip_factor(row: &[f32], clip_norm: f32) -> f32 {
     if factor >= 1.0 { 1.0 } else { factor }
 }
 
-/// `Σ (s·xᵢ)²`, summed pairwise (8 lanes per block of [`BLOCK`], blocks by a binary counter) so
-/// that each term meets at most 128 roundings for any row of at most 2⁵² coordinates.
+/// `max |xᵢ|` in 8 lanes, with a comparison and a select (which vectorizes, where `f32::max`
+/// with its NaN rules does not); a NaN entry gives an unspecified result.
+fn largest_magnitude(row: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; 8];
+    let mut eights = row.chunks_exact(8);
+    for eight in &mut eights {
+        for (lane, &x) in lanes.iter_mut().zip(eight) {
+            let a = x.abs();
+            *lane = if a > *lane { a } else { *lane };
+        }
+    }
+    for (lane, &x) in lanes.iter_mut().zip(eights.remainder()) {
+        let a = x.abs();
+        *lane = if a > *lane { a } else { *lane };
+    }
+    lanes.iter().fold(0.0, |m, &a| if a > m { a } else { m })
+}
+
+/// `Σ (s·xᵢ)²`, summed pairwise ([`LANES`] lanes per block of [`BLOCK`], blocks by a binary
+/// counter) so that each term meets at most 108 roundings for any row of at most 2⁵² coordinates.
 fn scaled_sum_of_squares(row: &[f32], scale: f32) -> f32 {
     // pending[k]: the sum of 2ᵏ consecutive blocks, for each set bit k of `blocks`.
     let mut pending = [0.0f32; 64];
     let mut blocks: u64 = 0;
     for block in row.chunks(BLOCK) {
-        let mut lanes = [0.0f32; 8];
-        let mut eights = block.chunks_exact(8);
-        for eight in &mut eights {
-            for (lane, &x) in lanes.iter_mut().zip(eight) {
+        let mut lanes = [0.0f32; LANES];
+        let parts = block.chunks_exact(LANES);
+        let rest = parts.remainder();
+        for part in parts.chain([rest]) {
+            for (lane, &x) in lanes.iter_mut().zip(part) {
                 let y = x * scale;
                 *lane += y * y;
             }
         }
-        for (lane, &x) in lanes.iter_mut().zip(eights.remainder()) {
-            let y = x * scale;
-            *lane += y * y;
+        // The lanes added as a tree of depth 4.
+        let mut width = LANES;
+        while width > 1 {
+            width /= 2;
+            let (low, high) = lanes.split_at_mut(width);
+            for (l, h) in low.iter_mut().zip(high.iter()) {
+                *l += *h;
+            }
         }
-        let [a, b, c, d, e, f, g, h] = lanes;
-        let mut sum = ((a + b) + (c + d)) + ((e + f) + (g + h));
+        let mut sum = lanes[0];
         let mut level = 0;
         while blocks >> level & 1 == 1 {
             sum += pending.get(level).copied().unwrap_or(0.0);

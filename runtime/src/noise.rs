@@ -30,8 +30,9 @@
 //! (`10.0869366…`; the `f32` evaluation `r + (−logf(2⁻³³))·(1/r)` returns `10.0869370`, bits
 //! `0x41216418`, `3·10⁻⁷` above it, under one `f32` ulp). `logf` is monotone and `k ↦ u`
 //! non-decreasing, so `k = 0` gives the largest `x`. The noise is thus truncated at about
-//! `10.09σ`, above the required `8σ`; `P(|N(0,1)| > 10.086937) ≈ 6.3·10⁻²⁴`. Tests replay the extreme words, reach the cap and
-//! check, over all `2²⁰` smallest words and a sweep of the rest, that it is never exceeded.
+//! `10.09σ`, above the required `8σ`; `P(|N(0,1)| > 10.086937) ≈ 6.3·10⁻²⁴`. Tests replay the
+//! extreme words, reach the cap and check, over all `2²⁰` smallest words and a sweep of the
+//! rest, that it is never exceeded.
 //!
 //! # Other sources
 //!

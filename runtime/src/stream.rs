@@ -31,8 +31,9 @@
 //! can thus each run one shard. Clipping is the exception: it needs the norm of the whole input
 //! row, which a shard does not see. A shard therefore refuses [`Stream::step`]; it takes the
 //! factor `min(1, ζ/‖x‖)` of the whole row from its caller ([`Stream::step_clipped`], e.g. from
-//! [`clip_factor`] of the whole row, or from an all-reduce of the shards' squared norms), or
-//! releases noise only ([`Stream::step_noise`]).
+//! [`clip_factor`] of the whole row; one from an all-reduce of the shards' squared norms must be
+//! shrunk for its rounding errors as [`clip`](crate::clip) does), or releases noise only
+//! ([`Stream::step_noise`]).
 
 use core::ops::{Deref, DerefMut, Range};
 

@@ -2,13 +2,14 @@
 //! epoch and events through the host runtime, uninterrupted, must give the release lines the
 //! firmware printed under QEMU — bit for bit.
 //!
-//! Why exact, not within a tolerance: every operation of the runtime is an IEEE-754 basic
-//! operation (or a conversion) executed in the same order on both sides — f32 on the Cortex-M4F's
-//! FPU, f64 in software (compiler-builtins, correctly rounded) where the host uses SSE2 — and
-//! Rust never contracts `a * b + c` into a fused multiply-add on its own. The only non-basic
-//! functions (`exp`/`ln` in the ziggurat's rare wedge and tail branches, `sqrt` in clipping) come
-//! from the same `libm` crate on both sides, or are correctly rounded (`sqrt`). A mismatch is
-//! therefore a real divergence, not rounding noise.
+//! Why exact, not within a tolerance: every operation of the runtime is an IEEE-754 basic `f32`
+//! operation (or a conversion done on the bits) executed in the same order on both sides — on the
+//! Cortex-M4F's FPU and with SSE2 on the host — and Rust never contracts `a * b + c` into a fused
+//! multiply-add on its own. The host groups several decoder terms per pass over memory and the
+//! device one, but each coordinate adds the same terms in the same order either way. The only
+//! non-basic functions (`expf`/`logf` in the ziggurat's rare wedge and tail branches, `sqrtf` in
+//! clipping) come from the same `libm` crate on both sides, or are correctly rounded (`sqrtf`). A
+//! mismatch is therefore a real divergence, not rounding noise.
 //!
 //! `MFC_FIRMWARE_LOG` names the captured QEMU output (`.ci/firmware.sh` sets it). Without it only
 //! the host-side checks run: the firmware's reboot protocol replayed on the host equals the
