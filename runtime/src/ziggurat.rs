@@ -15,8 +15,9 @@
 //! `x_{i−1} = √(−2 ln(v/x_i + f(x_i)))`, from `x₁₂₆` down to `x₁`.
 //!
 //! The pair `r = 3.442619855899`, `v = 9.91256303526217·10⁻³` (Marsaglia & Tsang's values for
-//! 128 layers) is the one for which the top layer closes: `x₁·(1 − f(x₁)) = v`, i.e. the recursion would give `x₀ = 0`
-//! (`v/x₁ + f(x₁) = 1` to `5·10⁻¹¹`; the test checks both equations). The base layer is drawn as
+//! 128 layers) is the one for which the top layer closes: `x₁·(1 − f(x₁)) = v`, i.e. the
+//! recursion would give `x₀ = 0` (`v/x₁ + f(x₁) = 1` to `5·10⁻¹¹`; the test checks both
+//! equations). The base layer is drawn as
 //! a rectangle of height `f(r)` and width `q = v/f(r) ≈ 3.7131`, whose points beyond `r` stand
 //! for the tail.
 //!

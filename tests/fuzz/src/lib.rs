@@ -158,11 +158,15 @@ pub fn refused_calls(stream: &mut impl Replay, prefix_sum: bool) {
 pub const MAX_REPLAY_STEPS: u32 = 256;
 
 /// The errors a validated blob may meet when a stream is built for it: a noise scale `σ·ζ·sens`
-/// that is not a positive finite `f32`, an FFT block beyond this build's FFT size, a BLT form of a
-/// workload other than prefix sums. Anything else is a crash.
+/// that is not a positive normal `f32`, a clip norm outside `[2⁻⁶⁴, 2⁶⁴]` (where the runtime's
+/// `f32` clipping is proven), an FFT block beyond this build's FFT size, a BLT form of a workload
+/// other than prefix sums. Anything else is a crash.
 fn refusal_is_expected(e: Error, mechanism: &Mechanism<'_>) -> bool {
     match e {
         Error::InvalidNoiseMultiplier | Error::FftBlockTooLarge { .. } => true,
+        Error::UnsupportedClipNorm => {
+            !(2f64.powi(-64)..=2f64.powi(64)).contains(&mechanism.header.clip_norm)
+        }
         Error::WorkloadNotStreamable => {
             matches!(mechanism.decoder, Decoder::Blt(_))
                 && !matches!(mechanism.header.workload, Workload::PrefixSum)
