@@ -624,6 +624,14 @@ mod tests {
         (slot, old, counter)
     }
 
+    /// The checkpoint's CRC-32 (table-driven) is the blob's (bitwise on bare metal): both give the
+    /// standard check value of CRC-32/ISO-HDLC.
+    #[test]
+    fn checkpoint_and_blob_checksums_are_crc32_iso_hdlc() {
+        assert_eq!(checksum(b"123456789"), 0xcbf4_3926);
+        assert_eq!(mfc_formats::checksum(b"123456789"), 0xcbf4_3926);
+    }
+
     #[test]
     fn a_restored_stream_continues_the_uninterrupted_one_bit_for_bit() {
         let bytes = blob(0.0);
@@ -661,7 +669,7 @@ mod tests {
         assert_eq!(mechanism, Mechanism::from_bytes(&bytes).unwrap());
         let stored = u32::from_le_bytes(bytes[bytes.len() - 4..].try_into().unwrap());
         assert_eq!(fp.crc32(), stored);
-        assert_eq!(fp.crc32(), checksum(&bytes[..bytes.len() - 4]));
+        assert_eq!(fp.crc32(), mfc_formats::checksum(&bytes[..bytes.len() - 4]));
         let at = bytes.len() / 2;
         bytes[at] ^= 1;
         assert!(matches!(
