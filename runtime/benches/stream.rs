@@ -13,7 +13,9 @@
 //! - **state pass (6,6)**: the (6,6) step with a "generator" that writes a constant: the stream's
 //!   own work — its passes over `(h + r + 1)·d` floats of state, input, sum and release — without
 //!   drawing; at d = 10⁶ it is bound by memory bandwidth, and a step costs about floor + this;
-//! - **parallel**: `ParallelStream` with 2 shards on rayon's pool (the machine's cores).
+//! - **parallel**: `ParallelStream` with 2 shards on rayon's pool (the machine's cores);
+//! - **prefetch**: the (6,6) step with `PrefetchedNoise` (the next row drawn on a second thread
+//!   during the step), against the floor and the plain step, each over consecutive steps.
 //!
 //! Times are printed twice: as this thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), which other
 //! processes on a shared machine do not inflate by preempting the benchmark, and as wall-clock
@@ -36,6 +38,7 @@ use mfc_formats::{
     Sensitivity, SensitivityMethod, Workload, encode_f32s,
 };
 use mfc_runtime::parallel::ParallelStream;
+use mfc_runtime::prefetch::PrefetchedNoise;
 use mfc_runtime::{ChaChaNoise, InsecureSimulationNoise, NoiseSource, Stream};
 
 /// The system allocator, counting the bytes in use and their peak.
@@ -331,6 +334,53 @@ fn parallel_pair<N: NoiseSource + Send>(
     times.map(median_ms)
 }
 
+/// (6,6) at `d`, each timed over `reps` consecutive steps with nothing in between (so the
+/// prefetching worker gets only the head start a real loop gives it), in two rounds: the floor,
+/// `Stream::step`, and `Stream::step` with `PrefetchedNoise`; wall-clock medians in ms.
+fn prefetch_trio<N: NoiseSource + Send + 'static>(
+    tables: &Tables,
+    d: usize,
+    reps: usize,
+    noise: impl Fn() -> N + Copy,
+) -> [f64; 3] {
+    assert!(2 * reps + 8 <= STEPS);
+    let m = tables.mechanism();
+    let len = Stream::<N>::workspace_len(&m, d).unwrap();
+    let (mut w1, mut w2) = (vec![0.0f32; len], vec![0.0f32; len]);
+    let mut plain = Stream::new(m, d, &mut w1, noise()).unwrap();
+    let ahead = PrefetchedNoise::new(noise, 0, d);
+    let mut prefetched = Stream::new(m, d, &mut w2, ahead).unwrap();
+    let mut generator = noise();
+    let x = input_row(d);
+    let (mut release, mut row) = (vec![0.0f32; d], vec![0.0f32; d]);
+    for _ in 0..=tables.h {
+        plain.step(&x, &mut release).unwrap();
+        prefetched.step(&x, &mut release).unwrap();
+    }
+    let mut times: [Vec<Duration>; 3] = Default::default();
+    for round in 0..2 {
+        for t in 0..reps {
+            let start = Instant::now();
+            generator.fill_standard_normal((round * reps + t) as u64, 0, black_box(&mut row));
+            times[0].push(start.elapsed());
+        }
+        for _ in 0..reps {
+            let start = Instant::now();
+            plain.step(black_box(&x), black_box(&mut release)).unwrap();
+            times[1].push(start.elapsed());
+        }
+        for _ in 0..reps {
+            let start = Instant::now();
+            prefetched
+                .step(black_box(&x), black_box(&mut release))
+                .unwrap();
+            times[2].push(start.elapsed());
+        }
+    }
+    black_box((&row, &release));
+    times.map(median_ms)
+}
+
 /// Dense replay at its last step `i = n − 1`: draw `z_i`, then `Σ_{j ≤ i} B[i,j] z_j` over all
 /// `n` stored rows, then clip, sum and add, as the stream does.
 fn dense<N: NoiseSource>(tables: &Tables, noise: &mut N, d: usize, reps: usize) -> Times<1> {
@@ -530,6 +580,27 @@ fn main() {
         "| Xoshiro256++ (insecure-simulation) | {one:.3} | {two:.3} | {:.2} |",
         one / two
     );
+    println!();
+    println!(
+        "prefetch: (6,6), d = 1000000, noise drawn one step ahead on a second thread (PrefetchedNoise), consecutive steps (wall-clock time)"
+    );
+    println!();
+    println!("| generator | floor | step | step / floor | prefetched step | prefetched / floor |");
+    println!("|---|---|---|---|---|---|");
+    let reps = repetitions(d, quick).min((STEPS - 8) / 2);
+    for (generator, [floor, step, ahead]) in [
+        ("ChaCha20", prefetch_trio(&tables[1], d, reps, chacha)),
+        (
+            "Xoshiro256++ (insecure-simulation)",
+            prefetch_trio(&tables[1], d, reps, simulation),
+        ),
+    ] {
+        println!(
+            "| {generator} | {floor:.3} | {step:.3} | {:.2} | {ahead:.3} | {:.2} |",
+            step / floor,
+            ahead / floor
+        );
+    }
     println!();
     println!("load average after the timings: {}", load_average());
     println!();

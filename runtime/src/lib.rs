@@ -35,7 +35,8 @@
 //!
 //! - `os-entropy`: `ChaChaNoise::from_os_entropy`, a seed from the operating system.
 //! - `parallel` (implies `std`): `parallel::ParallelStream`, shards of one stream stepped on
-//!   rayon's thread pool.
+//!   rayon's thread pool, and `prefetch::PrefetchedNoise`, noise drawn one step ahead on a
+//!   second thread.
 //! - `insecure-simulation`: `InsecureSimulationNoise` (Xoshiro256++), predictable noise for
 //!   simulations and benchmarks only — a release noised by it is not private.
 //! - `defmt`: `defmt::Format` for the error type and the public types (the runtime itself logs
@@ -57,6 +58,8 @@ pub mod fft;
 pub mod noise;
 #[cfg(feature = "parallel")]
 pub mod parallel;
+#[cfg(feature = "parallel")]
+pub mod prefetch;
 pub mod privacy;
 pub mod stream;
 mod ziggurat;

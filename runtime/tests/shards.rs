@@ -482,3 +482,36 @@ mod parallel {
         ));
     }
 }
+
+/// `PrefetchedNoise` draws one step ahead on another thread, yet a stream releases exactly what
+/// it releases with the source itself; requests outside its range are drawn on the caller's
+/// thread, and also equal the source's.
+#[cfg(feature = "parallel")]
+#[test]
+fn prefetched_noise_releases_what_its_source_releases() {
+    use mfc_runtime::prefetch::PrefetchedNoise;
+    let chacha = || ChaChaNoise::from_seed(SEED).unwrap();
+    let t = tables(10, 3, 2);
+    let m = mechanism(&t, Workload::PrefixSum);
+    let dim = 2 * CHUNK + 77;
+    let prefetched = PrefetchedNoise::new(chacha, 0, dim);
+    assert!(unsharded(m, dim, chacha()) == unsharded(m, dim, prefetched));
+
+    let mut noise = PrefetchedNoise::new(chacha, 1000, 3000);
+    let mut source = chacha();
+    let requests = [
+        (0, 1000, 3000), // the served range
+        (0, 1500, 100),  // inside it
+        (1, 1000, 3000), // the prefetched next row
+        (5, 0, 50),      // outside: drawn here
+        (1, 3900, 200),  // straddling its end: drawn here
+        (7, 1000, 3000), // not prefetched: asked for now
+        (0, 1000, 3000), // back to an old step
+    ];
+    for (step, offset, len) in requests {
+        let (mut got, mut want) = (vec![0.0f32; len], vec![0.0f32; len]);
+        noise.fill_standard_normal(step, offset, &mut got);
+        source.fill_standard_normal(step, offset, &mut want);
+        assert!(bits(&got) == bits(&want), "step {step}, {offset} + {len}");
+    }
+}
