@@ -240,7 +240,7 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
         self.offset
     }
 
-    /// The clip norm `ζ` recorded in the blob, as the stream applies it (`f32`).
+    /// The clip norm `ζ` recorded in the blob, as the stream applies it: rounded down to `f32`.
     pub fn clip_norm(&self) -> f32 {
         self.clip_norm
     }
