@@ -14,10 +14,10 @@
 //!    for entries so small that `x·s` is subnormal, whose absolute error `2⁻¹⁵⁰` is negligible
 //!    below) and `S = Σ (s·xᵢ)²` is summed pairwise: 16 lanes over blocks of 256 coordinates,
 //!    the lanes added as a tree, the blocks combined by a binary counter. Every term passes
-//!    through at most `D = 128` roundings (1 square, ≤ 15 lane additions, 4 tree levels, ≤ 44
-//!    carries, ≤ 44 final additions), so `Ŝ ≥ S(1 − γ_D)` with `γ_D = Du/(1 − Du) ≈ 7.7·10⁻⁶`,
-//!    `u = 2⁻²⁴` (Higham, *Accuracy and Stability of Numerical Algorithms*, 2002, Lemma 3.1 and
-//!    §4.2: terms are non-negative).
+//!    through at most 108 roundings (1 square, ≤ 15 lane additions, 4 tree levels, ≤ 44
+//!    carries, ≤ 44 final additions). With the round bound `D = 128`, `Ŝ ≥ S(1 − γ_D)` where
+//!    `γ_D = Du/(1 − Du) ≈ 7.7·10⁻⁶`, `u = 2⁻²⁴` (Higham, *Accuracy and Stability of Numerical
+//!    Algorithms*, 2002, Lemma 3.1 and §4.2: terms are non-negative).
 //! 3. `f = fl(fl(ζs / fl(√Ŝ))·(1 − 2⁻¹⁶))`, a normal number (`ζs ∈ [2⁻⁹⁶, 2³⁴)`,
 //!    `√Ŝ ∈ [1, 2²⁸]`). With `‖x‖ = √S/s` and the correctly rounded square root, division,
 //!    margin multiply and final products `fl(f·xᵢ)`:
