@@ -14,6 +14,7 @@
 //!   own work — its passes over `(h + r + 1)·d` floats of state, input, sum and release — without
 //!   drawing; at d = 10⁶ it is bound by memory bandwidth, and a step costs about floor + this;
 //! - **parallel**: `ParallelStream` with 2 shards on rayon's pool (the machine's cores);
+//! - **clip**: `clip_factor` of one d = 10⁶ row alone;
 //! - **prefetch**: the (6,6) step with `PrefetchedNoise` (the next row drawn on a second thread
 //!   during the step), against the floor and the plain step, each over consecutive steps.
 //!
@@ -579,6 +580,19 @@ fn main() {
     println!(
         "| Xoshiro256++ (insecure-simulation) | {one:.3} | {two:.3} | {:.2} |",
         one / two
+    );
+    println!();
+    let x = input_row(1_000_000);
+    let clip: Vec<Duration> = (0..repetitions(1_000_000, quick))
+        .map(|_| {
+            let start = Instant::now();
+            black_box(mfc_runtime::clip_factor(black_box(&x), 1.0));
+            start.elapsed()
+        })
+        .collect();
+    println!(
+        "clip_factor of one d = 1000000 row (part of every step above): {:.3} ms (wall-clock median)",
+        median_ms(clip)
     );
     println!();
     println!(

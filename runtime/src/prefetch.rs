@@ -51,23 +51,27 @@ impl<N: NoiseSource + Send + 'static> PrefetchedNoise<N> {
         let mut source = make();
         let (jobs, inbox) = channel::<Row>();
         let (outbox, done) = channel::<Row>();
-        let worker = thread::spawn(move || {
-            for (step, mut row) in inbox {
-                source.fill_standard_normal(step, offset, &mut row);
-                if outbox.send((step, row)).is_err() {
-                    break;
+        let worker = thread::Builder::new()
+            .name("mfc-noise-prefetch".into())
+            .spawn(move || {
+                for (step, mut row) in inbox {
+                    source.fill_standard_normal(step, offset, &mut row);
+                    if outbox.send((step, row)).is_err() {
+                        break;
+                    }
                 }
-            }
-        });
+            })
+            // Without a thread (the OS refused one) every row is drawn on the caller's thread.
+            .ok();
         Self {
             offset,
             len,
             current: None,
             pending: None,
             spare: vec![vec![0.0; len], vec![0.0; len]],
-            jobs: Some(jobs),
+            jobs: worker.is_some().then_some(jobs),
             done,
-            worker: Some(worker),
+            worker,
             local: make(),
         }
     }

@@ -2,93 +2,16 @@
 //! "errors change nothing" rule, and inputs that must never panic.
 #![allow(clippy::needless_range_loop)] // index loops mirror the matrix formulas
 
-use mfc_formats::{
-    BandedLowRank, Calibration, Decoder, ErrorSummary, F32Table, Header, Mechanism, Participation,
-    Sensitivity, SensitivityMethod, Workload, encode_f32s,
-};
+mod common;
+
+use common::{Tables, mechanism, tables};
+use mfc_formats::{F32Table, Workload};
 use mfc_runtime::{ChaChaNoise, Error, NoiseSource, Stream};
 use proptest::prelude::*;
 
 const SEED: [u8; 32] = *b"runtime replay test seed, 32 by!";
 
 /// A tiny deterministic generator for test coefficients (independent of the code under test).
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self) -> f32 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((self.0 >> 40) as f32 / (1u64 << 24) as f32) - 0.5
-    }
-}
-
-struct Tables {
-    n: usize,
-    h: usize,
-    r: usize,
-    diagonals: Vec<u8>,
-    left: Vec<u8>,
-    right: Vec<u8>,
-}
-
-fn tables(n: usize, h: usize, r: usize, seed: u64) -> Tables {
-    let mut g = Lcg(seed);
-    let diagonals = encode_f32s((0..n * h).map(|idx| {
-        let (i, k) = (idx / h, idx % h);
-        if k > i {
-            0.0
-        } else if k == 0 {
-            1.0 + g.next()
-        } else {
-            g.next()
-        }
-    }));
-    let left = encode_f32s((0..n * r).map(|_| g.next()));
-    let right = encode_f32s((0..n * r).map(|_| g.next()));
-    Tables {
-        n,
-        h,
-        r,
-        diagonals,
-        left,
-        right,
-    }
-}
-
-fn mechanism<'a>(t: &'a Tables, workload: Workload<'a>, clip_norm: f64) -> Mechanism<'a> {
-    Mechanism {
-        header: Header {
-            workload,
-            steps: t.n as u32,
-            participation: Participation::Single,
-            sensitivity: Sensitivity {
-                value: 1.3,
-                method: SensitivityMethod::MaxColumnNorm,
-            },
-            clip_norm,
-            calibration: Some(Calibration {
-                noise_multiplier: 0.7,
-                target: None,
-            }),
-            error: ErrorSummary {
-                sqrt_loss: 1.0,
-                optimal_sqrt_loss: None,
-                max_step_stddev: 1.0,
-                final_step_stddev: 1.0,
-            },
-            generator: "test",
-        },
-        decoder: Decoder::BandedLowRank(BandedLowRank {
-            band: t.h as u32,
-            rank: t.r as u32,
-            diagonals: F32Table::new(&t.diagonals).unwrap(),
-            left: F32Table::new(&t.left).unwrap(),
-            right: F32Table::new(&t.right).unwrap(),
-        }),
-    }
-}
-
 fn dense(t: &Tables) -> Vec<Vec<f64>> {
     let f = |bytes: &[u8], i: usize| f64::from(F32Table::new(bytes).unwrap().get(i).unwrap());
     (0..t.n)

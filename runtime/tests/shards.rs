@@ -6,91 +6,14 @@
 
 use std::ops::Range;
 
-use mfc_formats::{
-    BandedLowRank, Calibration, Decoder, ErrorSummary, F32Table, Header, Mechanism, Participation,
-    Sensitivity, SensitivityMethod, Workload, encode_f32s,
-};
+mod common;
+
+use common::{Gen, mechanism, tables};
+use mfc_formats::{F32Table, Mechanism, Workload};
 use mfc_runtime::stream::CHUNK;
 use mfc_runtime::{ChaChaNoise, Error, NoiseSource, Stream, clip_factor};
 
 const SEED: [u8; 32] = *b"shards equal the unsharded row!!";
-
-/// SplitMix64, for coefficients and inputs independent of the code under test.
-struct Gen(u64);
-impl Gen {
-    fn next(&mut self) -> f32 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut x = self.0;
-        x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        x ^= x >> 31;
-        (x >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-    }
-}
-
-struct Tables {
-    n: usize,
-    h: usize,
-    r: usize,
-    diagonals: Vec<u8>,
-    left: Vec<u8>,
-    right: Vec<u8>,
-}
-
-fn tables(n: usize, h: usize, r: usize) -> Tables {
-    let mut g = Gen((n * 1000 + h * 10 + r) as u64);
-    let diagonals = encode_f32s((0..n * h).map(|idx| {
-        let (i, k) = (idx / h, idx % h);
-        if k > i {
-            0.0
-        } else {
-            1.0 / (1 + k) as f32 + 0.1 * g.next()
-        }
-    }));
-    let left = encode_f32s((0..n * r).map(|_| g.next()));
-    let right = encode_f32s((0..n * r).map(|_| g.next()));
-    Tables {
-        n,
-        h,
-        r,
-        diagonals,
-        left,
-        right,
-    }
-}
-
-fn mechanism<'a>(t: &'a Tables, workload: Workload<'a>) -> Mechanism<'a> {
-    Mechanism {
-        header: Header {
-            workload,
-            steps: t.n as u32,
-            participation: Participation::Single,
-            sensitivity: Sensitivity {
-                value: 1.3,
-                method: SensitivityMethod::MaxColumnNorm,
-            },
-            clip_norm: 2.0,
-            calibration: Some(Calibration {
-                noise_multiplier: 0.7,
-                target: None,
-            }),
-            error: ErrorSummary {
-                sqrt_loss: 1.0,
-                optimal_sqrt_loss: None,
-                max_step_stddev: 1.0,
-                final_step_stddev: 1.0,
-            },
-            generator: "test",
-        },
-        decoder: Decoder::BandedLowRank(BandedLowRank {
-            band: t.h as u32,
-            rank: t.r as u32,
-            diagonals: F32Table::new(&t.diagonals).unwrap(),
-            left: F32Table::new(&t.left).unwrap(),
-            right: F32Table::new(&t.right).unwrap(),
-        }),
-    }
-}
 
 /// Inputs whose norm is sometimes above ζ = 2, sometimes below.
 fn input(i: usize, dim: usize) -> Vec<f32> {
@@ -183,9 +106,9 @@ fn splits(dim: usize) -> Vec<Vec<Range<usize>>> {
 #[test]
 fn shards_equal_the_unsharded_stream_bit_for_bit() {
     for (n, h, r) in [(12, 3, 2), (14, 6, 6), (6, 1, 0), (9, 4, 9)] {
-        let t = tables(n, h, r);
+        let t = tables(n, h, r, 1);
         for workload in [Workload::PrefixSum, Workload::Custom { label: "A" }] {
-            let m = mechanism(&t, workload);
+            let m = mechanism(&t, workload, 2.0);
             for dim in [5, 3000, CHUNK + 1500] {
                 let whole = unsharded(m, dim, ChaChaNoise::from_seed(SEED).unwrap());
                 for ranges in splits(dim) {
@@ -203,8 +126,8 @@ fn shards_equal_the_unsharded_stream_bit_for_bit() {
 /// The control: shards with different seeds do not reproduce the row.
 #[test]
 fn shards_with_another_seed_differ() {
-    let t = tables(5, 2, 1);
-    let m = mechanism(&t, Workload::PrefixSum);
+    let t = tables(5, 2, 1, 1);
+    let m = mechanism(&t, Workload::PrefixSum, 2.0);
     let whole = unsharded(m, 100, ChaChaNoise::from_seed(SEED).unwrap());
     let parts = sharded(m, 100, &[0..40, 40..100], || {
         ChaChaNoise::from_seed([3; 32]).unwrap()
@@ -216,8 +139,8 @@ fn shards_with_another_seed_differ() {
 #[test]
 fn simulation_noise_shards_equal_the_unsharded_stream() {
     use mfc_runtime::InsecureSimulationNoise;
-    let t = tables(10, 4, 3);
-    let m = mechanism(&t, Workload::PrefixSum);
+    let t = tables(10, 4, 3, 1);
+    let m = mechanism(&t, Workload::PrefixSum, 2.0);
     let dim = 5000;
     let whole = unsharded(m, dim, InsecureSimulationNoise::from_seed(SEED).unwrap());
     for ranges in splits(dim) {
@@ -238,8 +161,8 @@ fn simulation_noise_shards_equal_the_unsharded_stream() {
 #[test]
 fn the_fused_step_equals_the_textbook_order_bit_for_bit() {
     for (n, h, r) in [(10, 3, 2), (9, 6, 6), (4, 1, 1)] {
-        let t = tables(n, h, r);
-        let m = mechanism(&t, Workload::PrefixSum);
+        let t = tables(n, h, r, 1);
+        let m = mechanism(&t, Workload::PrefixSum, 2.0);
         let dim = 2 * CHUNK + 77;
         let got = unsharded(m, dim, ChaChaNoise::from_seed(SEED).unwrap());
         let table = |bytes: &[u8], i: usize| F32Table::new(bytes).unwrap().get(i).unwrap();
@@ -290,8 +213,8 @@ fn the_fused_step_equals_the_textbook_order_bit_for_bit() {
 
 #[test]
 fn a_shard_needs_the_whole_rows_clip_factor() {
-    let t = tables(6, 2, 1);
-    let m = mechanism(&t, Workload::PrefixSum);
+    let t = tables(6, 2, 1, 1);
+    let m = mechanism(&t, Workload::PrefixSum, 2.0);
     let mut workspace = vec![0.0f32; 4 * 10];
     let mut shard = Stream::shard(
         m,
@@ -329,8 +252,8 @@ fn a_shard_needs_the_whole_rows_clip_factor() {
 
 #[test]
 fn invalid_shards_are_refused() {
-    let t = tables(4, 1, 0);
-    let m = mechanism(&t, Workload::PrefixSum);
+    let t = tables(4, 1, 0, 1);
+    let m = mechanism(&t, Workload::PrefixSum, 2.0);
     let mut workspace = vec![0.0f32; 64];
     for (row, range) in [(10, 3..3), (10, 5..11), (10, 12..20), (0, 0..0)] {
         #[allow(clippy::reversed_empty_ranges)]
@@ -399,9 +322,9 @@ mod parallel {
 
     #[test]
     fn parallel_streams_equal_the_unsharded_stream_bit_for_bit() {
-        let t = tables(12, 4, 3);
+        let t = tables(12, 4, 3, 1);
         for workload in [Workload::PrefixSum, Workload::Custom { label: "A" }] {
-            let m = mechanism(&t, workload);
+            let m = mechanism(&t, workload, 2.0);
             for dim in [1, 3000, 5000] {
                 let whole = unsharded(m, dim, ChaChaNoise::from_seed(SEED).unwrap());
                 for shards in [1, 2, 3, 5] {
@@ -435,8 +358,8 @@ mod parallel {
 
     #[test]
     fn parallel_errors_leave_every_shard_unchanged() {
-        let t = tables(6, 2, 2);
-        let m = mechanism(&t, Workload::PrefixSum);
+        let t = tables(6, 2, 2, 1);
+        let m = mechanism(&t, Workload::PrefixSum, 2.0);
         let dim = 3000;
         let whole = unsharded(m, dim, ChaChaNoise::from_seed(SEED).unwrap());
         let mut workspace = vec![0.0f32; 5 * dim];
@@ -491,8 +414,8 @@ mod parallel {
 fn prefetched_noise_releases_what_its_source_releases() {
     use mfc_runtime::prefetch::PrefetchedNoise;
     let chacha = || ChaChaNoise::from_seed(SEED).unwrap();
-    let t = tables(10, 3, 2);
-    let m = mechanism(&t, Workload::PrefixSum);
+    let t = tables(10, 3, 2, 1);
+    let m = mechanism(&t, Workload::PrefixSum, 2.0);
     let dim = 2 * CHUNK + 77;
     let prefetched = PrefetchedNoise::new(chacha, 0, dim);
     assert!(unsharded(m, dim, chacha()) == unsharded(m, dim, prefetched));
