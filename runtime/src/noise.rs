@@ -373,6 +373,14 @@ mod tests {
     fn the_tail_reaches_but_does_not_pass_the_documented_cap() {
         let cap = cap();
         assert!((cap - 10.086_937).abs() < 1e-6, "{cap}");
+        // The truncated mass the docs and SECURITY.md state: P(|N(0,1)| > cap) ≈ 6.3·10⁻²⁴.
+        let truncated = libm::erfc(cap / core::f64::consts::SQRT_2);
+        assert!((truncated / 6.3e-24 - 1.0).abs() < 0.01, "{truncated:e}");
+        // SECURITY.md: beyond 8.9σ (mass 5.6·10⁻¹⁹) the first uniform takes fewer than 30 values.
+        let beyond = libm::erfc(8.9 / core::f64::consts::SQRT_2);
+        assert!((beyond / 5.6e-19 - 1.0).abs() < 0.01, "{beyond:e}");
+        let words = libm::exp(-(8.9 - f64::from(NORMAL.r)) * f64::from(NORMAL.r)) * 4_294_967_296.0;
+        assert!(words < 30.0, "{words}");
         assert_eq!(TAIL & 0xff, 0, "layer 0, positive");
         let extreme = replay(&[TAIL, 0, 0]);
         assert!(
