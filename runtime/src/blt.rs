@@ -21,7 +21,7 @@ use mfc_formats::{Blt, Decoder, Mechanism, Workload};
 use crate::Error;
 use crate::clip::clip_factor;
 use crate::noise::{MAX_COORDINATES, NoiseSource};
-use crate::stream::{prepare, recorded_noise_multiplier};
+use crate::stream::{check_input, check_step, prepare, recorded_noise_multiplier};
 
 /// A stream releasing one private prefix sum per step from a BLT blob.
 pub struct BltStream<'m, 'w, N: NoiseSource> {
@@ -101,22 +101,8 @@ impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
     /// Consumes `input` (clipped to `ζ`) and writes the private prefix sum of this step into
     /// `release`. On error nothing changes.
     pub fn step(&mut self, input: &[f32], release: &mut [f32]) -> Result<(), Error> {
-        if self.step >= self.horizon {
-            return Err(Error::StreamFinished {
-                steps: self.horizon,
-            });
-        }
-        for found in [input.len(), release.len()] {
-            if found != self.dim {
-                return Err(Error::DimensionMismatch {
-                    expected: self.dim,
-                    found,
-                });
-            }
-        }
-        if let Some(index) = input.iter().position(|x| !x.is_finite()) {
-            return Err(Error::NonFiniteInput { index });
-        }
+        check_step(self.step, self.horizon, self.dim, release)?;
+        check_input(self.dim, input)?;
         let clip = clip_factor(input, self.clip_norm);
         // z_t into `release`, then everything per coordinate.
         self.noise

@@ -37,7 +37,7 @@ use num_complex::Complex32;
 use crate::Error;
 use crate::clip::clip_factor;
 use crate::noise::{MAX_COORDINATES, NoiseSource};
-use crate::stream::{prepare, recorded_noise_multiplier};
+use crate::stream::{check_input, check_step, prepare, recorded_noise_multiplier};
 
 /// The largest FFT size this build supports.
 pub const MAX_FFT_SIZE: usize = if cfg!(feature = "fft-32768") {
@@ -162,15 +162,7 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
             return Err(Error::WorkloadNotStreamable);
         }
         self.check_step(release)?;
-        if input.len() != self.dim {
-            return Err(Error::DimensionMismatch {
-                expected: self.dim,
-                found: input.len(),
-            });
-        }
-        if let Some(index) = input.iter().position(|x| !x.is_finite()) {
-            return Err(Error::NonFiniteInput { index });
-        }
+        check_input(self.dim, input)?;
         let clip = clip_factor(input, self.clip_norm);
         self.advance(release, Some((input, clip)))
     }
@@ -197,18 +189,7 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
     }
 
     fn check_step(&self, out: &[f32]) -> Result<(), Error> {
-        if self.step >= self.horizon {
-            return Err(Error::StreamFinished {
-                steps: self.horizon,
-            });
-        }
-        if out.len() != self.dim {
-            return Err(Error::DimensionMismatch {
-                expected: self.dim,
-                found: out.len(),
-            });
-        }
-        Ok(())
+        check_step(self.step, self.horizon, self.dim, out)
     }
 
     /// Only called after every check has passed.

@@ -117,27 +117,49 @@ impl ChaChaNoise {
 
 impl NoiseSource for ChaChaNoise {
     fn fill_standard_normal(&mut self, step: u64, offset: u64, out: &mut [f32]) {
-        let mut coordinate = offset;
-        let mut rest = out;
-        while !rest.is_empty() {
-            let block = coordinate / BLOCK;
-            let within = coordinate % BLOCK;
-            if within == 0 || self.cursor != Some((step, coordinate)) {
-                if self.rng.get_stream() != step {
-                    self.rng.set_stream(step);
+        fill_by_blocks(
+            &mut self.rng,
+            &mut self.cursor,
+            (step, offset),
+            out,
+            |rng, block| {
+                if rng.get_stream() != step {
+                    rng.set_stream(step);
                 }
-                self.rng.set_word_pos(u128::from(block) << BLOCK_WORDS_LOG2);
-                for _ in 0..within {
-                    standard_normal(&mut self.rng);
-                }
+                rng.set_word_pos(u128::from(block) << BLOCK_WORDS_LOG2);
+            },
+        );
+    }
+}
+
+/// Fills `out` with coordinates `offset ..` of row `step` from `rng`, block by block: at the
+/// start of each block, and wherever the call does not continue where the last one stopped
+/// (`cursor`, module docs), `seek(rng, block)` puts `rng` at the start of block `block` of the
+/// row, and the samples of the block before `offset` are drawn and discarded.
+fn fill_by_blocks<R: Rng>(
+    rng: &mut R,
+    cursor: &mut Option<(u64, u64)>,
+    (step, offset): (u64, u64),
+    out: &mut [f32],
+    mut seek: impl FnMut(&mut R, u64),
+) {
+    let mut coordinate = offset;
+    let mut rest = out;
+    while !rest.is_empty() {
+        let block = coordinate / BLOCK;
+        let within = coordinate % BLOCK;
+        if within == 0 || *cursor != Some((step, coordinate)) {
+            seek(rng, block);
+            for _ in 0..within {
+                standard_normal(rng);
             }
-            let take = rest.len().min((BLOCK - within) as usize);
-            let (now, later) = rest.split_at_mut(take);
-            draw(&mut self.rng, now);
-            rest = later;
-            coordinate = coordinate.wrapping_add(take as u64);
-            self.cursor = Some((step, coordinate));
         }
+        let take = rest.len().min((BLOCK - within) as usize);
+        let (now, later) = rest.split_at_mut(take);
+        draw(rng, now);
+        rest = later;
+        coordinate = coordinate.wrapping_add(take as u64);
+        *cursor = Some((step, coordinate));
     }
 }
 
@@ -232,15 +254,15 @@ mod simulation {
     use rand_core::SeedableRng;
     use rand_xoshiro::Xoshiro256PlusPlus;
 
-    use super::{BLOCK, NoiseSource, draw, standard_normal};
+    use super::{NoiseSource, fill_by_blocks};
     use crate::Error;
 
     /// **Not secure.** Xoshiro256++ noise for simulations and benchmarks: the same contract as
     /// [`ChaChaNoise`](super::ChaChaNoise) (a pure function of seed, step and coordinate, blocks
-    /// of [`BLOCK`] coordinates reachable directly), several times faster, and predictable: a few
-    /// outputs reveal the generator's state and with it every other noise value, so a release
-    /// noised by it is **not** differentially private. Only built with the `insecure-simulation`
-    /// feature.
+    /// of [`BLOCK`](super::BLOCK) coordinates reachable directly), several times faster, and
+    /// predictable: a few outputs reveal the generator's state and with it every other noise
+    /// value, so a release noised by it is **not** differentially private. Only built with the
+    /// `insecure-simulation` feature.
     ///
     /// Block `b` of step `t` has its own generator, whose 256-bit state is the key mixed with
     /// `(t, b)` by SplitMix64's finalizer.
@@ -258,6 +280,19 @@ mod simulation {
     }
 
     const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
+
+    /// The generator of block `block` of row `step` for the key `key`.
+    fn block_rng(key: &[u64; 4], step: u64, block: u64) -> Xoshiro256PlusPlus {
+        let tweak = mix(step.wrapping_mul(GOLDEN) ^ mix(block.wrapping_add(GOLDEN)));
+        let mut state = [0u8; 32];
+        let mut lane = tweak;
+        for (bytes, &k) in state.chunks_exact_mut(8).zip(key) {
+            lane = lane.wrapping_add(GOLDEN);
+            bytes.copy_from_slice(&mix(k ^ lane).to_le_bytes());
+        }
+        // An all-zero state (probability 2⁻²⁵⁶) is replaced by a fixed one inside.
+        Xoshiro256PlusPlus::from_seed(state)
+    }
 
     impl InsecureSimulationNoise {
         /// A simulation source for a 32-byte seed; the all-zero seed is refused, as for
@@ -278,41 +313,20 @@ mod simulation {
                 cursor: None,
             })
         }
-
-        /// The generator of block `block` of row `step`.
-        fn block_rng(&self, step: u64, block: u64) -> Xoshiro256PlusPlus {
-            let tweak = mix(step.wrapping_mul(GOLDEN) ^ mix(block.wrapping_add(GOLDEN)));
-            let mut state = [0u8; 32];
-            let mut lane = tweak;
-            for (bytes, &k) in state.chunks_exact_mut(8).zip(&self.key) {
-                lane = lane.wrapping_add(GOLDEN);
-                bytes.copy_from_slice(&mix(k ^ lane).to_le_bytes());
-            }
-            // An all-zero state (probability 2⁻²⁵⁶) is replaced by a fixed one inside.
-            Xoshiro256PlusPlus::from_seed(state)
-        }
     }
 
     impl NoiseSource for InsecureSimulationNoise {
         fn fill_standard_normal(&mut self, step: u64, offset: u64, out: &mut [f32]) {
-            let mut coordinate = offset;
-            let mut rest = out;
-            while !rest.is_empty() {
-                let block = coordinate / BLOCK;
-                let within = coordinate % BLOCK;
-                if within == 0 || self.cursor != Some((step, coordinate)) {
-                    self.rng = self.block_rng(step, block);
-                    for _ in 0..within {
-                        standard_normal(&mut self.rng);
-                    }
-                }
-                let take = rest.len().min((BLOCK - within) as usize);
-                let (now, later) = rest.split_at_mut(take);
-                draw(&mut self.rng, now);
-                rest = later;
-                coordinate = coordinate.wrapping_add(take as u64);
-                self.cursor = Some((step, coordinate));
-            }
+            let key = &self.key;
+            fill_by_blocks(
+                &mut self.rng,
+                &mut self.cursor,
+                (step, offset),
+                out,
+                |rng, block| {
+                    *rng = block_rng(key, step, block);
+                },
+            );
         }
     }
 }

@@ -251,37 +251,11 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
             return Err(Error::WorkloadNotStreamable);
         }
         self.check_step(release)?;
-        if input.len() != self.dim {
-            return Err(Error::DimensionMismatch {
-                expected: self.dim,
-                found: input.len(),
-            });
-        }
-        // A branch-free (vectorized) scan first; the position only when there is one.
-        let finite = input
-            .chunks(256)
-            .all(|c| c.iter().fold(true, |ok, x| ok & x.is_finite()));
-        if !finite {
-            if let Some(index) = input.iter().position(|x| !x.is_finite()) {
-                return Err(Error::NonFiniteInput { index });
-            }
-        }
-        Ok(())
+        check_input(self.dim, input)
     }
 
     pub(crate) fn check_step(&self, out: &[f32]) -> Result<(), Error> {
-        if self.step >= self.horizon {
-            return Err(Error::StreamFinished {
-                steps: self.horizon,
-            });
-        }
-        if out.len() != self.dim {
-            return Err(Error::DimensionMismatch {
-                expected: self.dim,
-                found: out.len(),
-            });
-        }
-        Ok(())
+        check_step(self.step, self.horizon, self.dim, out)
     }
 
     /// Algorithm 3 for the current step: writes `σζ·sens·(B̂ z)_i` into `y` — plus the running
@@ -461,6 +435,44 @@ impl<'m, N: NoiseSource> Stream<'m, '_, N> {
     pub(crate) fn noise_mut(&mut self) -> &mut N {
         &mut self.noise
     }
+}
+
+/// The checks before a step of every stream form: one is left before the horizon
+/// ([`Error::StreamFinished`]) and the output row has `dim` coordinates
+/// ([`Error::DimensionMismatch`]).
+pub(crate) fn check_step(step: u32, horizon: u32, dim: usize, out: &[f32]) -> Result<(), Error> {
+    if step >= horizon {
+        return Err(Error::StreamFinished { steps: horizon });
+    }
+    if out.len() != dim {
+        return Err(Error::DimensionMismatch {
+            expected: dim,
+            found: out.len(),
+        });
+    }
+    Ok(())
+}
+
+/// The checks of an input row of every stream form: `dim` coordinates
+/// ([`Error::DimensionMismatch`]), all finite ([`Error::NonFiniteInput`], the first one that is
+/// not).
+pub(crate) fn check_input(dim: usize, input: &[f32]) -> Result<(), Error> {
+    if input.len() != dim {
+        return Err(Error::DimensionMismatch {
+            expected: dim,
+            found: input.len(),
+        });
+    }
+    // A branch-free (vectorized) scan first; the position only when there is one.
+    let finite = input
+        .chunks(256)
+        .all(|c| c.iter().fold(true, |ok, x| ok & x.is_finite()));
+    if !finite {
+        if let Some(index) = input.iter().position(|x| !x.is_finite()) {
+            return Err(Error::NonFiniteInput { index });
+        }
+    }
+    Ok(())
 }
 
 /// The noise multiplier `σ` recorded in the blob ([`Error::NotCalibrated`] if none).
