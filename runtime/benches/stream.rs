@@ -16,7 +16,9 @@
 //! - **parallel**: `ParallelStream` with 2 shards on rayon's pool (the machine's cores);
 //! - **clip**: `clip_factor` of one d = 10⁶ row alone;
 //! - **prefetch**: the (6,6) step with `PrefetchedNoise` (the next row drawn on a second thread
-//!   during the step), against the floor and the plain step, each over consecutive steps.
+//!   during the step), against the floor, the state pass and the plain step, each over
+//!   consecutive steps, in six interleaved rounds. The state pass is a lower bound for any step:
+//!   it is the stream's memory traffic with no drawing at all.
 //!
 //! Times are printed twice: as this thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), which other
 //! processes on a shared machine do not inflate by preempting the benchmark, and as wall-clock
