@@ -12,8 +12,8 @@
 //! ```
 //!
 //! [`Mechanism::from_bytes`] checks the magic and the version before anything else, then the
-//! length, the checksum, the payload structure and every field ([`Mechanism::validate`]); tables
-//! are not copied. `SPEC.md` in this crate describes every byte and the compatibility policy;
+//! length, the checksum, the payload structure (with minimal varints only: [`canonical`]) and
+//! every field ([`Mechanism::validate`]); tables are not copied. `SPEC.md` in this crate describes every byte and the compatibility policy;
 //! `tests/golden.rs` pins them.
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -21,6 +21,7 @@
 #[cfg(feature = "alloc")]
 extern crate alloc;
 
+pub mod canonical;
 mod error;
 mod mechanism;
 mod table;
@@ -106,7 +107,7 @@ impl<'a> Mechanism<'a> {
     pub fn from_bytes(bytes: &'a [u8]) -> Result<Self, Error> {
         let payload = payload(bytes)?;
         let (mechanism, rest): (Mechanism<'a>, _) =
-            postcard::take_from_bytes(payload).map_err(|_| Error::MalformedPayload)?;
+            canonical::take_from_bytes(payload).map_err(|_| Error::MalformedPayload)?;
         if !rest.is_empty() {
             return Err(Error::TrailingPayload);
         }

@@ -428,8 +428,8 @@ impl<N: NoiseSource> Stream<'_, '_, N> {
             return Err(Error::StreamAlreadyStarted);
         }
         let payload = payload(checkpoint)?;
-        let (head, floats): (Head, _) =
-            postcard::take_from_bytes(payload).map_err(|_| Error::MalformedCheckpoint)?;
+        let (head, floats): (Head, _) = mfc_formats::canonical::take_from_bytes(payload)
+            .map_err(|_| Error::MalformedCheckpoint)?;
         let (ring_len, beta_len, sum_len) = {
             let (ring, beta, sum) = self.state();
             (ring.len(), beta.len(), sum.len())

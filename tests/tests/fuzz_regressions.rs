@@ -119,7 +119,6 @@ fn the_round_trip_check_fires_on_a_changed_blob() {
 /// `formats/SPEC.md` with `n = 3` written `83 00`, the second the fuzzer's own, with the length of
 /// the `right` table (0) written `80 00`.
 #[test]
-#[ignore = "finding 1: mfc-formats accepts overlong varints (fix in formats, then un-ignore)"]
 fn overlong_varints_in_blobs_are_refused() {
     let handmade = std::fs::read(fuzz_dir().join("regressions/blob/overlong_varint_steps.mfc"))
         .expect("the saved input");
@@ -140,7 +139,6 @@ fn overlong_varints_in_blobs_are_refused() {
 /// Finding 1 for checkpoints (`tests/fuzz/README.md`): a seed checkpoint with `d = 3` written
 /// `83 00` in its head is accepted.
 #[test]
-#[ignore = "finding 1: checkpoint restore accepts overlong varints (fix in runtime, then un-ignore)"]
 fn overlong_varints_in_checkpoints_are_refused() {
     let checkpoint =
         std::fs::read(fuzz_dir().join("regressions/checkpoint/overlong_varint_dim.ckpt"))

@@ -1,6 +1,5 @@
 //! Fuzz target `blob`: arbitrary bytes as an `.mfc` blob. `Mechanism::from_bytes` must never
-//! panic; an accepted blob must re-encode to itself (up to overlong varints, see
-//! [`mfc_fuzz::round_trip`]) and replay through the runtime stream of its decoder form without
+//! panic; an accepted blob must re-encode to itself ([`mfc_fuzz::round_trip`]) and replay through the runtime stream of its decoder form without
 //! panicking or changing state on refused calls (see [`mfc_fuzz::replay`]).
 #![no_main]
 
