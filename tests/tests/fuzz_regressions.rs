@@ -1,9 +1,9 @@
 //! The fuzz corpus kept in the repository, replayed on stable Rust without libFuzzer: the seeds in
 //! `tests/fuzz/seeds/` and the crashing inputs in `tests/fuzz/regressions/` go through the very
-//! checks the fuzz targets run (`tests/fuzz/src/`, included here as a module). The findings not
-//! fixed yet are pinned by ignored tests (`overlong_varints_in_*_are_refused`), to be un-ignored
-//! with the fixes (`tests/fuzz/README.md`); `table_sizes_that_overflow_are_refused` pins the fixed
-//! size overflow of `check_table`.
+//! checks the fuzz targets run (`tests/fuzz/src/`, included here as a module). The tests named
+//! after the findings of `tests/fuzz/README.md` pin their fixes: overlong varints
+//! (`overlong_varints_in_*_are_refused`) and the size overflow of `check_table`
+//! (`table_sizes_that_overflow_are_refused`).
 
 #[path = "../fuzz/src/lib.rs"]
 mod fuzz;
@@ -113,8 +113,8 @@ fn the_round_trip_check_fires_on_a_changed_blob() {
     fuzz::round_trip(&bytes, &mechanism);
 }
 
-/// Finding 1 of the fuzzing (`tests/fuzz/README.md`): the payload decoder accepts overlong LEB128
-/// varints, so one mechanism has many accepted encodings (and checksums). `blob_payload` with a
+/// Finding 1 of the fuzzing (`tests/fuzz/README.md`): the payload decoder accepted overlong LEB128
+/// varints, so one mechanism had many accepted encodings (and checksums). `blob_payload` with a
 /// byte-identical round-trip check found it; the first input is the golden blob of
 /// `formats/SPEC.md` with `n = 3` written `83 00`, the second the fuzzer's own, with the length of
 /// the `right` table (0) written `80 00`.
@@ -137,7 +137,7 @@ fn overlong_varints_in_blobs_are_refused() {
 }
 
 /// Finding 1 for checkpoints (`tests/fuzz/README.md`): a seed checkpoint with `d = 3` written
-/// `83 00` in its head is accepted.
+/// `83 00` in its head was accepted.
 #[test]
 fn overlong_varints_in_checkpoints_are_refused() {
     let checkpoint =
