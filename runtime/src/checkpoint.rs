@@ -412,7 +412,8 @@ impl<N: NoiseSource> Stream<'_, '_, N> {
     /// the uninterrupted stream would have.
     ///
     /// Every check runs before anything changes; on error the stream is still fresh. Errors: a
-    /// damaged checkpoint ([`Error::MalformedCheckpoint`],
+    /// damaged or forged checkpoint ([`Error::MalformedCheckpoint`], also for a state value that
+    /// is not finite,
     /// [`Error::CheckpointChecksumMismatch`], [`Error::UnsupportedCheckpointVersion`]); one of
     /// another stream ([`Error::CheckpointMismatch`], [`Error::CheckpointKeyMismatch`]); one of
     /// another epoch ([`Error::CheckpointEpochMismatch`]); a stale one, behind
@@ -473,6 +474,12 @@ impl<N: NoiseSource> Stream<'_, '_, N> {
             let w = floats.get(4 * index..4 * index + 4).unwrap_or(&[0; 4]);
             f32::from_le_bytes([w[0], w[1], w[2], w[3]])
         };
+        // A stream's state is finite (noise below 10.09σ, sums of clipped inputs); a NaN or an
+        // infinity would poison every later release, and with the CRC only a forged checkpoint
+        // carries one.
+        if (0..ring_len + beta_len + sum_len).any(|k| !word(k).is_finite()) {
+            return Err(Error::MalformedCheckpoint);
+        }
         if head.step > 0 {
             // The newest row z_{step−1} must be the one this stream's key generates.
             let (newest, dim) = (head.step as usize - 1, self.dim());
@@ -954,6 +961,44 @@ mod tests {
                 stream.checkpoint(&blob_id, &ReleaseCounter::new(1, 0), &mut out),
                 Err(Error::CheckpointBufferTooSmall { needed, found: len })
             );
+        }
+    }
+
+    /// A checkpoint whose state holds a NaN or an infinity, framed with a valid CRC (forged), is
+    /// refused and the stream stays fresh; the same bytes with a finite value restore.
+    #[test]
+    fn a_checkpoint_with_a_non_finite_state_is_refused() {
+        let bytes = blob(0.0);
+        let reference = uninterrupted(&bytes);
+        let (slot, _, _) = run_until(&bytes, 5, 0);
+        let end = PREFIX_LEN + u32::from_le_bytes(slot[10..14].try_into().unwrap()) as usize;
+        let reframe = |value: f32, at: usize| {
+            let mut forged = slot[..end].to_vec();
+            forged[at..at + 4].copy_from_slice(&value.to_le_bytes());
+            let crc = checksum(&forged);
+            forged.extend_from_slice(&crc.to_le_bytes());
+            forged
+        };
+        // The last float of the payload is the running sum's last coordinate.
+        let last = end - 4;
+        assert_eq!(restore_result(&bytes, &reframe(1.5, last)), Ok(5));
+        for value in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            assert_eq!(
+                restore_result(&bytes, &reframe(value, last)),
+                Err(Error::MalformedCheckpoint),
+                "{value}"
+            );
+            let (mechanism, fp) = BlobFingerprint::load(&bytes).unwrap();
+            let mut ws = [0.0f32; WS];
+            let counter = ReleaseCounter::new(1, 0);
+            let noise = epoch_noise(&ROOT, &counter).unwrap();
+            let mut stream = Stream::new(mechanism, D, &mut ws, noise).unwrap();
+            assert!(
+                stream
+                    .restore(&fp, &reframe(value, last), &counter)
+                    .is_err()
+            );
+            assert_fresh(&mut stream, &reference);
         }
     }
 
