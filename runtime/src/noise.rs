@@ -86,9 +86,7 @@ pub trait NoiseSource {
 
 /// ChaCha20-based noise: the default, cryptographically secure source.
 pub struct ChaChaNoise {
-    rng: ChaCha20Rng,
-    /// `(step, coordinate)` the generator is positioned at, if it is at a sample boundary.
-    cursor: Option<(u64, u64)>,
+    blocks: Blocks<ChaCha20Rng>,
 }
 
 impl ChaChaNoise {
@@ -99,8 +97,7 @@ impl ChaChaNoise {
             return Err(Error::WeakSeed);
         }
         Ok(Self {
-            rng: ChaCha20Rng::from_seed(seed),
-            cursor: None,
+            blocks: Blocks::new(ChaCha20Rng::from_seed(seed)),
         })
     }
 
@@ -117,49 +114,50 @@ impl ChaChaNoise {
 
 impl NoiseSource for ChaChaNoise {
     fn fill_standard_normal(&mut self, step: u64, offset: u64, out: &mut [f32]) {
-        fill_by_blocks(
-            &mut self.rng,
-            &mut self.cursor,
-            (step, offset),
-            out,
-            |rng, block| {
-                if rng.get_stream() != step {
-                    rng.set_stream(step);
-                }
-                rng.set_word_pos(u128::from(block) << BLOCK_WORDS_LOG2);
-            },
-        );
+        self.blocks.fill(step, offset, out, |rng, block| {
+            if rng.get_stream() != step {
+                rng.set_stream(step);
+            }
+            rng.set_word_pos(u128::from(block) << BLOCK_WORDS_LOG2);
+        });
     }
 }
 
-/// Fills `out` with coordinates `offset ..` of row `step` from `rng`, block by block: at the
-/// start of each block, and wherever the call does not continue where the last one stopped
-/// (`cursor`, module docs), `seek(rng, block)` puts `rng` at the start of block `block` of the
-/// row, and the samples of the block before `offset` are drawn and discarded.
-fn fill_by_blocks<R: Rng>(
-    rng: &mut R,
-    cursor: &mut Option<(u64, u64)>,
-    (step, offset): (u64, u64),
-    out: &mut [f32],
-    mut seek: impl FnMut(&mut R, u64),
-) {
-    let mut coordinate = offset;
-    let mut rest = out;
-    while !rest.is_empty() {
-        let block = coordinate / BLOCK;
-        let within = coordinate % BLOCK;
-        if within == 0 || *cursor != Some((step, coordinate)) {
-            seek(rng, block);
-            for _ in 0..within {
-                standard_normal(rng);
+/// A generator and the sample it is at: the part every source shares.
+struct Blocks<R> {
+    rng: R,
+    /// `(step, coordinate)` the generator is positioned at, if it is at a sample boundary.
+    cursor: Option<(u64, u64)>,
+}
+
+impl<R: Rng> Blocks<R> {
+    fn new(rng: R) -> Self {
+        Self { rng, cursor: None }
+    }
+
+    /// Fills `out` with coordinates `offset ..` of row `step`, block by block: at the start of
+    /// each block, and wherever the call does not continue where the last one stopped (the
+    /// cursor, module docs), `seek(rng, block)` puts the generator at the start of block `block`
+    /// of the row, and the samples of the block before `offset` are drawn and discarded.
+    fn fill(&mut self, step: u64, offset: u64, out: &mut [f32], mut seek: impl FnMut(&mut R, u64)) {
+        let mut coordinate = offset;
+        let mut rest = out;
+        while !rest.is_empty() {
+            let block = coordinate / BLOCK;
+            let within = coordinate % BLOCK;
+            if within == 0 || self.cursor != Some((step, coordinate)) {
+                seek(&mut self.rng, block);
+                for _ in 0..within {
+                    standard_normal(&mut self.rng);
+                }
             }
+            let take = rest.len().min((BLOCK - within) as usize);
+            let (now, later) = rest.split_at_mut(take);
+            draw(&mut self.rng, now);
+            rest = later;
+            coordinate = coordinate.wrapping_add(take as u64);
+            self.cursor = Some((step, coordinate));
         }
-        let take = rest.len().min((BLOCK - within) as usize);
-        let (now, later) = rest.split_at_mut(take);
-        draw(rng, now);
-        rest = later;
-        coordinate = coordinate.wrapping_add(take as u64);
-        *cursor = Some((step, coordinate));
     }
 }
 
@@ -254,7 +252,7 @@ mod simulation {
     use rand_core::SeedableRng;
     use rand_xoshiro::Xoshiro256PlusPlus;
 
-    use super::{NoiseSource, fill_by_blocks};
+    use super::{Blocks, NoiseSource};
     use crate::Error;
 
     /// **Not secure.** Xoshiro256++ noise for simulations and benchmarks: the same contract as
@@ -268,8 +266,7 @@ mod simulation {
     /// `(t, b)` by SplitMix64's finalizer.
     pub struct InsecureSimulationNoise {
         key: [u64; 4],
-        rng: Xoshiro256PlusPlus,
-        cursor: Option<(u64, u64)>,
+        blocks: Blocks<Xoshiro256PlusPlus>,
     }
 
     /// SplitMix64's finalizer: a bijection of `u64` with full avalanche.
@@ -309,8 +306,7 @@ mod simulation {
             }
             Ok(Self {
                 key,
-                rng: Xoshiro256PlusPlus::seed_from_u64(0),
-                cursor: None,
+                blocks: Blocks::new(Xoshiro256PlusPlus::seed_from_u64(0)),
             })
         }
     }
@@ -318,15 +314,9 @@ mod simulation {
     impl NoiseSource for InsecureSimulationNoise {
         fn fill_standard_normal(&mut self, step: u64, offset: u64, out: &mut [f32]) {
             let key = &self.key;
-            fill_by_blocks(
-                &mut self.rng,
-                &mut self.cursor,
-                (step, offset),
-                out,
-                |rng, block| {
-                    *rng = block_rng(key, step, block);
-                },
-            );
+            self.blocks.fill(step, offset, out, |rng, block| {
+                *rng = block_rng(key, step, block);
+            });
         }
     }
 }
