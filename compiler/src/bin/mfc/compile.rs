@@ -186,11 +186,20 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         _ => Participation::Single,
     };
 
+    let blob_options = BlobOptions {
+        clip_norm: args.clip_norm,
+        calibration,
+    };
     match args.form.as_str() {
         "banded" => {}
-        "blt" => return run_blt(&args, &workload, steps, participation, calibration, started),
+        form @ ("blt" | "fft" | "fft-optimal") if !matches!(workload, Workload::PrefixSum) => {
+            return Err(
+                Error::InvalidOption(format!("the {form} form releases prefix sums only")).into(),
+            );
+        }
+        "blt" => return run_blt(&args, steps, participation, &blob_options, started),
         "fft" | "fft-optimal" => {
-            return run_fft(&args, &workload, steps, participation, calibration, started);
+            return run_fft(&args, steps, participation, &blob_options, started);
         }
         other => {
             return Err(Error::InvalidOption(format!(
@@ -230,14 +239,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let compiled = compile(a.as_ref(), args.band, args.rank, &options, &mut on_progress)?;
     bar.finish_and_clear();
 
-    let blob = blob::encode(
-        &compiled,
-        &workload,
-        &BlobOptions {
-            clip_norm: args.clip_norm,
-            calibration,
-        },
-    )?;
+    let blob = blob::encode(&compiled, &workload, &blob_options)?;
     write_blob(&args.out, &blob)?;
 
     let mut report = CompileReport::new(
@@ -266,30 +268,54 @@ fn write_blob(path: &std::path::Path, blob: &[u8]) -> Result<(), Error> {
     })
 }
 
+/// What the BLT and FFT forms share after encoding: the blob written to `--out`, then the report
+/// — `fields` plus the noise multiplier, the blob's size and path and the time taken — as JSON
+/// with `--json`, else `text` and a line for the blob.
+fn write_and_report(
+    args: &Args,
+    blob: &[u8],
+    blob_options: &BlobOptions,
+    started: Instant,
+    mut fields: serde_json::Value,
+    text: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    write_blob(&args.out, blob)?;
+    fields["noise_multiplier"] =
+        serde_json::json!(blob_options.calibration.map(|c| c.noise_multiplier));
+    fields["blob_bytes"] = serde_json::json!(blob.len());
+    fields["out"] = serde_json::json!(args.out.display().to_string());
+    fields["seconds"] = serde_json::json!(started.elapsed().as_secs_f64());
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&fields)?);
+    } else {
+        print!("{text}");
+        println!(
+            "blob                {} bytes -> {}",
+            blob.len(),
+            args.out.display()
+        );
+    }
+    Ok(())
+}
+
+/// Standard deviations of the noise of each step, from its variances.
+fn stddevs(variances: &[f64]) -> Vec<f64> {
+    variances.iter().map(|v| v.sqrt()).collect()
+}
+
 /// `mfc compile --form blt`: optimize the BLT for `--steps`, round it, compute the sensitivity
 /// over `--horizon`, write the blob and report.
 fn run_blt(
     args: &Args,
-    workload: &Workload,
     steps: usize,
     participation: Participation,
-    calibration: Option<Calibration>,
+    blob_options: &BlobOptions,
     started: Instant,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    if !matches!(workload, Workload::PrefixSum) {
-        return Err(Error::InvalidOption("the BLT form releases prefix sums only".into()).into());
-    }
     let blt = optimize_blt(steps, args.buffers, &participation)?;
     let compiled = compile_blt(&blt, steps, args.horizon.unwrap_or(steps), &participation)?;
-    let blob = blob::encode_blt(
-        &compiled,
-        &BlobOptions {
-            clip_norm: args.clip_norm,
-            calibration,
-        },
-    )?;
-    write_blob(&args.out, &blob)?;
-    let report = serde_json::json!({
+    let blob = blob::encode_blt(&compiled, blob_options)?;
+    let fields = serde_json::json!({
         "workload": args.workload,
         "form": "blt",
         "buffers": args.buffers,
@@ -300,49 +326,30 @@ fn run_blt(
         "sqrt_loss": compiled.sqrt_loss,
         "sensitivity": compiled.sensitivity,
         "sensitivity_method": format!("{:?}", compiled.sensitivity_method),
-        "step_stddev": compiled.per_step_variance.iter().map(|v| v.sqrt()).collect::<Vec<_>>(),
-        "noise_multiplier": calibration.map(|c| c.noise_multiplier),
+        "step_stddev": stddevs(&compiled.per_step_variance),
         "runtime_floats_per_coordinate": args.buffers + 1,
-        "blob_bytes": blob.len(),
-        "out": args.out.display().to_string(),
-        "seconds": started.elapsed().as_secs_f64(),
     });
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        println!(
-            "BLT, {} buffers, optimized for n = {steps}: sqrt(L) = {:.4}; sensitivity over {} steps {:.9} ({:?})",
-            args.buffers,
-            compiled.sqrt_loss,
-            compiled.horizon,
-            compiled.sensitivity,
-            compiled.sensitivity_method
-        );
-        println!(
-            "runtime memory      (m + 1)·d = {}·d floats, for any number of steps",
-            args.buffers + 1
-        );
-        println!(
-            "blob                {} bytes -> {}",
-            blob.len(),
-            args.out.display()
-        );
-    }
-    Ok(())
+    let text = format!(
+        "BLT, {} buffers, optimized for n = {steps}: sqrt(L) = {:.4}; sensitivity over {} steps {:.9} ({:?})\n\
+         runtime memory      (m + 1)·d = {}·d floats, for any number of steps\n",
+        args.buffers,
+        compiled.sqrt_loss,
+        compiled.horizon,
+        compiled.sensitivity,
+        compiled.sensitivity_method,
+        args.buffers + 1
+    );
+    write_and_report(args, &blob, blob_options, started, fields, &text)
 }
 
 /// `mfc compile --form fft|fft-optimal`: the FFT mechanism (001 §4, App. K), stamped.
 fn run_fft(
     args: &Args,
-    workload: &Workload,
     steps: usize,
     participation: Participation,
-    calibration: Option<Calibration>,
+    blob_options: &BlobOptions,
     started: Instant,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    if !matches!(workload, Workload::PrefixSum) {
-        return Err(Error::InvalidOption("the FFT form releases prefix sums only".into()).into());
-    }
     let kind = if args.form == "fft" {
         FftKind::Circulant
     } else {
@@ -354,15 +361,8 @@ fn run_fft(
         kind,
         participation,
     })?;
-    let blob = blob::encode_fft(
-        &compiled,
-        &BlobOptions {
-            clip_norm: args.clip_norm,
-            calibration,
-        },
-    )?;
-    write_blob(&args.out, &blob)?;
-    let report = serde_json::json!({
+    let blob = blob::encode_fft(&compiled, blob_options)?;
+    let fields = serde_json::json!({
         "workload": args.workload,
         "form": args.form,
         "steps": steps,
@@ -372,29 +372,16 @@ fn run_fft(
         "sensitivity": compiled.sensitivity,
         "sensitivity_method": format!("{:?}", compiled.sensitivity_method),
         "generator_residual": compiled.generator_residual,
-        "step_stddev": compiled.per_step_variance.iter().map(|v| v.sqrt()).collect::<Vec<_>>(),
-        "noise_multiplier": calibration.map(|c| c.noise_multiplier),
-        "blob_bytes": blob.len(),
-        "out": args.out.display().to_string(),
-        "seconds": started.elapsed().as_secs_f64(),
+        "step_stddev": stddevs(&compiled.per_step_variance),
     });
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        println!(
-            "FFT {:?}, n = {steps} as {} block(s) of {}: sqrt(L) = {:.4}; sensitivity {:.9} ({:?})",
-            kind,
-            compiled.stamps,
-            compiled.block,
-            compiled.sqrt_loss,
-            compiled.sensitivity,
-            compiled.sensitivity_method
-        );
-        println!(
-            "blob                {} bytes -> {}",
-            blob.len(),
-            args.out.display()
-        );
-    }
-    Ok(())
+    let text = format!(
+        "FFT {:?}, n = {steps} as {} block(s) of {}: sqrt(L) = {:.4}; sensitivity {:.9} ({:?})\n",
+        kind,
+        compiled.stamps,
+        compiled.block,
+        compiled.sqrt_loss,
+        compiled.sensitivity,
+        compiled.sensitivity_method
+    );
+    write_and_report(args, &blob, blob_options, started, fields, &text)
 }
