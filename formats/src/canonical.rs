@@ -85,7 +85,7 @@ mod tests {
 
     /// Every minimal encoding postcard writes is accepted and decodes to the same value; each
     /// varint of it stretched by one byte (`… | 0x80, 0x00`) is refused, while postcard's own
-    /// decoder accepts it; a float whose bytes end in `0x80, 0x00` is not mistaken for one.
+    /// decoder accepts it; a float whose bytes contain `0x80, 0x00` is not mistaken for one.
     #[test]
     fn minimal_encodings_pass_and_overlong_varints_are_refused() {
         let value = Fields {

@@ -13,8 +13,8 @@
 //!
 //! [`Mechanism::from_bytes`] checks the magic and the version before anything else, then the
 //! length, the checksum, the payload structure (with minimal varints only: [`canonical`]) and
-//! every field ([`Mechanism::validate`]); tables are not copied. `SPEC.md` in this crate describes every byte and the compatibility policy;
-//! `tests/golden.rs` pins them.
+//! every field ([`Mechanism::validate`]); tables are not copied. `SPEC.md` in this crate
+//! describes every byte and the compatibility policy; `tests/golden.rs` pins them.
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

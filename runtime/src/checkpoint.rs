@@ -412,13 +412,12 @@ impl<N: NoiseSource> Stream<'_, '_, N> {
     /// the uninterrupted stream would have.
     ///
     /// Every check runs before anything changes; on error the stream is still fresh. Errors: a
-    /// damaged or forged checkpoint ([`Error::MalformedCheckpoint`], also for a state value that
-    /// is not finite,
-    /// [`Error::CheckpointChecksumMismatch`], [`Error::UnsupportedCheckpointVersion`]); one of
-    /// another stream ([`Error::CheckpointMismatch`], [`Error::CheckpointKeyMismatch`]); one of
-    /// another epoch ([`Error::CheckpointEpochMismatch`]); a stale one, behind
-    /// `counter.released()` ([`Error::StaleCheckpoint`]); a stream already started
-    /// ([`Error::StreamAlreadyStarted`]).
+    /// damaged or forged checkpoint ([`Error::MalformedCheckpoint`] — also when a state value is
+    /// not finite — [`Error::CheckpointChecksumMismatch`],
+    /// [`Error::UnsupportedCheckpointVersion`]); one of another stream
+    /// ([`Error::CheckpointMismatch`], [`Error::CheckpointKeyMismatch`]); one of another epoch
+    /// ([`Error::CheckpointEpochMismatch`]); a stale one, behind `counter.released()`
+    /// ([`Error::StaleCheckpoint`]); a stream already started ([`Error::StreamAlreadyStarted`]).
     pub fn restore(
         &mut self,
         blob: &BlobFingerprint<'_>,
