@@ -437,7 +437,7 @@ impl<'m, N: NoiseSource> Stream<'m, '_, N> {
     }
 }
 
-/// The checks before a step of every stream form: one is left before the horizon
+/// The checks before a step of every stream form: a step is left before the horizon
 /// ([`Error::StreamFinished`]) and the output row has `dim` coordinates
 /// ([`Error::DimensionMismatch`]).
 pub(crate) fn check_step(step: u32, horizon: u32, dim: usize, out: &[f32]) -> Result<(), Error> {
