@@ -1,26 +1,72 @@
 //! Drives the real `mfc` binary: each subcommand once on good input and once on bad input.
 #![allow(clippy::needless_range_loop)] // index loops mirror the matrix formulas
 
+use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
-fn mfc(args: &[&str]) -> Output {
+/// Runs the `mfc` binary with `args` and returns what it did.
+fn mfc(args: &[OsString]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_mfc"))
         .args(args)
         .output()
         .expect("the mfc binary runs")
 }
 
+/// Splits `line` on white space into arguments, each `{}` replaced whole by the next of `values`.
+fn args(line: &str, values: &[&dyn AsRef<OsStr>]) -> Vec<OsString> {
+    let mut values = values.iter();
+    let args = line
+        .split_whitespace()
+        .map(|word| match word {
+            "{}" => values.next().expect("a value for every {}").as_ref().into(),
+            _ => word.into(),
+        })
+        .collect();
+    assert!(
+        values.next().is_none(),
+        "a {{}} for every value in {line:?}"
+    );
+    args
+}
+
+/// Runs `mfc`, asserts that it succeeded (showing its stderr if not) and returns its stdout.
+fn mfc_ok(args: &[OsString]) -> String {
+    let o = mfc(args);
+    assert!(o.status.success(), "mfc {args:?}: {}", stderr(&o));
+    stdout(&o)
+}
+
+/// Runs `mfc` like [`mfc_ok`] and parses its stdout as JSON.
+fn mfc_json(args: &[OsString]) -> serde_json::Value {
+    serde_json::from_str(&mfc_ok(args)).expect("mfc prints JSON")
+}
+
+/// Runs `mfc`, asserts that it exited with code 2 (showing its output if not), returns stderr.
+fn assert_refused(args: &[OsString]) -> String {
+    let o = mfc(args);
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "mfc {args:?}\nstdout: {out}\nstderr: {err}"
+    );
+    err
+}
+
+/// A path for `name` in a temporary folder of this test run.
 fn temp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("mfc-cli-test-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)
 }
 
+/// What the run printed on stdout.
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// What the run printed on stderr.
 fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
@@ -28,26 +74,11 @@ fn stderr(o: &Output) -> String {
 #[test]
 fn compile_writes_a_blob_and_reports_json() {
     let out = temp("prefix.mfc");
-    let o = mfc(&[
-        "compile",
-        "--workload",
-        "prefix",
-        "--steps",
-        "64",
-        "--band",
-        "3",
-        "--rank",
-        "2",
-        "--epsilon",
-        "2",
-        "--delta",
-        "1e-6",
-        "--out",
-        out.to_str().unwrap(),
-        "--json",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let report = mfc_json(&args(
+        "compile --workload prefix --steps 64 --band 3 --rank 2 --epsilon 2 --delta 1e-6 \
+         --out {} --json",
+        &[&out],
+    ));
     for field in [
         "steps",
         "band",
@@ -69,9 +100,7 @@ fn compile_writes_a_blob_and_reports_json() {
             >= report["optimal_sqrt_loss"].as_f64().unwrap() * (1.0 - 1e-9)
     );
 
-    let o = mfc(&["inspect", out.to_str().unwrap(), "--json"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let inspected: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let inspected = mfc_json(&args("inspect {} --json", &[&out]));
     assert_eq!(inspected["steps"], 64);
     assert_eq!(inspected["band"], 3);
     assert_eq!(inspected["rank"], 2);
@@ -79,64 +108,37 @@ fn compile_writes_a_blob_and_reports_json() {
     assert_eq!(inspected["sensitivity"], report["sensitivity"]);
     assert_eq!(inspected["epsilon"], 2.0);
 
-    let o = mfc(&["inspect", out.to_str().unwrap()]);
-    assert!(o.status.success());
-    assert!(stdout(&o).contains("banded+low-rank"));
+    assert!(mfc_ok(&args("inspect {}", &[&out])).contains("banded+low-rank"));
 }
 
 #[test]
 fn compile_rejects_bad_options_with_exit_code_2() {
     let out = temp("bad.mfc");
-    let o = mfc(&[
-        "compile",
-        "--steps",
-        "16",
-        "--band",
-        "0",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).starts_with("mfc: "), "{}", stderr(&o));
-    let o = mfc(&[
-        "compile",
-        "--workload",
-        "nonsense",
-        "--steps",
-        "16",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("unknown workload"));
+    let err = assert_refused(&args("compile --steps 16 --band 0 --out {}", &[&out]));
+    assert!(err.starts_with("mfc: "), "{err}");
+    let err = assert_refused(&args(
+        "compile --workload nonsense --steps 16 --out {}",
+        &[&out],
+    ));
+    assert!(err.contains("unknown workload"));
 }
 
 #[test]
 fn inspect_reports_corruption_and_exits_2() {
     let out = temp("corrupt.mfc");
-    let o = mfc(&[
-        "compile",
-        "--steps",
-        "16",
-        "--band",
-        "2",
-        "--rank",
-        "1",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    mfc_ok(&args(
+        "compile --steps 16 --band 2 --rank 1 --out {}",
+        &[&out],
+    ));
     let mut bytes = std::fs::read(&out).unwrap();
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0x10;
     std::fs::write(&out, &bytes).unwrap();
-    let o = mfc(&["inspect", out.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("checksum mismatch"), "{}", stderr(&o));
-    assert_eq!(stderr(&o).lines().count(), 1, "the error is printed once");
+    let err = assert_refused(&args("inspect {}", &[&out]));
+    assert!(err.contains("checksum mismatch"), "{err}");
+    assert_eq!(err.lines().count(), 1, "the error is printed once");
 
-    let o = mfc(&["inspect", temp("missing.mfc").to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_refused(&args("inspect {}", &[&temp("missing.mfc")]));
 }
 
 #[test]
@@ -158,20 +160,10 @@ fn compile_reads_a_numpy_workload() {
     std::fs::write(&path, &npy).unwrap();
     let out = temp("npy.mfc");
     let spec = format!("npy:{}", path.display());
-    let o = mfc(&[
-        "compile",
-        "--workload",
-        &spec,
-        "--band",
-        "1",
-        "--rank",
-        "1",
-        "--out",
-        out.to_str().unwrap(),
-        "--json",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let report = mfc_json(&args(
+        "compile --workload {} --band 1 --rank 1 --out {} --json",
+        &[&spec, &out],
+    ));
     assert_eq!(report["steps"], 3);
 
     // Not lower triangular: refused.
@@ -179,166 +171,91 @@ fn compile_reads_a_numpy_workload() {
     let data = upper.len() - 9 * 8;
     upper[data + 8..data + 16].copy_from_slice(&2.0f64.to_le_bytes());
     std::fs::write(&path, &upper).unwrap();
-    let o = mfc(&[
-        "compile",
-        "--workload",
-        &spec,
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert_refused(&args("compile --workload {} --out {}", &[&spec, &out]));
 }
 
 #[test]
 fn calibrate_answers_both_directions() {
-    let o = mfc(&["calibrate", "--epsilon", "1", "--delta", "1e-5", "--json"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let v = mfc_json(&args("calibrate --epsilon 1 --delta 1e-5 --json", &[]));
     let sigma = v["noise_multiplier"].as_f64().unwrap();
     assert!((sigma - 3.730632).abs() < 4e-6 && sigma >= 3.730632 * (1.0 - 1e-6));
 
-    let o = mfc(&[
-        "calibrate",
-        "--noise-multiplier",
-        "1",
-        "--delta",
-        "1e-5",
-        "--json",
-    ]);
-    assert!(o.status.success());
-    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let v = mfc_json(&args(
+        "calibrate --noise-multiplier 1 --delta 1e-5 --json",
+        &[],
+    ));
     assert!((v["epsilon"].as_f64().unwrap() - 4.377178).abs() < 5e-6);
 
-    let o = mfc(&["calibrate", "--delta", "1e-5"]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_refused(&args("calibrate --delta 1e-5", &[]));
 }
 
 #[test]
 fn compile_momentum_with_cooldown_for_multiple_epochs() {
     let out = temp("momentum.mfc");
-    let o = mfc(&[
-        "compile",
-        "--workload",
-        "momentum:0.95",
-        "--cooldown",
-        "16:0.05",
-        "--steps",
-        "64",
-        "--epochs",
-        "4",
-        "--min-sep",
-        "16",
-        "--band",
-        "4",
-        "--rank",
-        "3",
-        "--out",
-        out.to_str().unwrap(),
-        "--json",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let report = mfc_json(&args(
+        "compile --workload momentum:0.95 --cooldown 16:0.05 --steps 64 --epochs 4 --min-sep 16 \
+         --band 4 --rank 3 --out {} --json",
+        &[&out],
+    ));
     assert_eq!(report["participation"], "(k, b) = (4, 16)");
     assert_eq!(report["step_stddev"].as_array().unwrap().len(), 64);
     assert!(report["duality_gap"].as_f64().unwrap() <= 1e-4);
-    let o = mfc(&["inspect", out.to_str().unwrap(), "--json"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let inspected: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let inspected = mfc_json(&args("inspect {} --json", &[&out]));
     assert_eq!(inspected["participation"], "(k, b) = (4, 16)");
     assert_eq!(inspected["sensitivity"], report["sensitivity"]);
 
     // A cooldown without momentum, an unparsable β and a lone --epochs are refused with code 2.
     for bad in [
-        &["--workload", "prefix", "--cooldown", "4:0.1"][..],
-        &["--workload", "momentum:fast"][..],
-        &["--workload", "prefix", "--epochs", "2"][..],
+        "--workload prefix --cooldown 4:0.1",
+        "--workload momentum:fast",
+        "--workload prefix --epochs 2",
     ] {
-        let mut args = vec!["compile", "--steps", "32", "--out", out.to_str().unwrap()];
-        args.extend_from_slice(bad);
-        let o = mfc(&args);
-        assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", stderr(&o));
+        assert_refused(&args(
+            &["compile --steps 32 --out {}", bad].join(" "),
+            &[&out],
+        ));
     }
 }
 
 #[test]
 fn compile_blt_and_fft_forms_and_inspect_them() {
     let out = temp("blt.mfc");
-    let o = mfc(&[
-        "compile",
-        "--form",
-        "blt",
-        "--buffers",
-        "3",
-        "--steps",
-        "128",
-        "--horizon",
-        "5000",
-        "--epsilon",
-        "2",
-        "--delta",
-        "1e-6",
-        "--out",
-        out.to_str().unwrap(),
-        "--json",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let report: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let report = mfc_json(&args(
+        "compile --form blt --buffers 3 --steps 128 --horizon 5000 --epsilon 2 --delta 1e-6 \
+         --out {} --json",
+        &[&out],
+    ));
     assert_eq!(report["horizon"], 5000);
     assert_eq!(report["runtime_floats_per_coordinate"], 4);
-    let o = mfc(&["inspect", out.to_str().unwrap(), "--json"]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let inspected: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let inspected = mfc_json(&args("inspect {} --json", &[&out]));
     assert_eq!(inspected["decoder"], "blt");
     assert_eq!(inspected["steps"], 5000);
     assert_eq!(inspected["sensitivity"], report["sensitivity"]);
     // The FFT form, stamped.
     let fft = temp("fft.mfc");
-    let o = mfc(&[
-        "compile",
-        "--form",
-        "fft-optimal",
-        "--steps",
-        "64",
-        "--stamps",
-        "2",
-        "--out",
-        fft.to_str().unwrap(),
-        "--json",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let o = mfc(&["inspect", fft.to_str().unwrap(), "--json"]);
-    let inspected: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    mfc_ok(&args(
+        "compile --form fft-optimal --steps 64 --stamps 2 --out {} --json",
+        &[&fft],
+    ));
+    let inspected = mfc_json(&args("inspect {} --json", &[&fft]));
     assert_eq!(inspected["decoder"], "fft");
     assert_eq!(inspected["sensitivity_method"], "GeneratorResidualBound");
     // BLT releases prefix sums only; an unknown form is refused.
-    for bad in [
-        &["--form", "blt", "--workload", "momentum:0.9"][..],
-        &["--form", "dense"][..],
-    ] {
-        let mut args = vec!["compile", "--steps", "32", "--out", out.to_str().unwrap()];
-        args.extend_from_slice(bad);
-        let o = mfc(&args);
-        assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", stderr(&o));
+    for bad in ["--form blt --workload momentum:0.9", "--form dense"] {
+        assert_refused(&args(
+            &["compile --steps 32 --out {}", bad].join(" "),
+            &[&out],
+        ));
     }
 }
 
 #[test]
 fn simulate_streams_inputs_like_the_runtime() {
     let blob = temp("simulate.mfc");
-    let o = mfc(&[
-        "compile",
-        "--steps",
-        "12",
-        "--band",
-        "3",
-        "--rank",
-        "2",
-        "--noise-multiplier",
-        "1.5",
-        "--out",
-        blob.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    mfc_ok(&args(
+        "compile --steps 12 --band 3 --rank 2 --noise-multiplier 1.5 --out {}",
+        &[&blob],
+    ));
     let input = temp("inputs.csv");
     let rows: Vec<[f32; 2]> = (0..10).map(|i| [i as f32 * 0.25, 3.0 - i as f32]).collect();
     let csv: String = rows
@@ -349,17 +266,10 @@ fn simulate_streams_inputs_like_the_runtime() {
     let seed = "0f".repeat(32);
     let (csv_out, npy_out) = (temp("released.csv"), temp("released.npy"));
     for out in [&csv_out, &npy_out] {
-        let o = mfc(&[
-            "simulate",
-            blob.to_str().unwrap(),
-            "--input",
-            input.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-            "--seed",
-            &seed,
-        ]);
-        assert!(o.status.success(), "{}", stderr(&o));
+        mfc_ok(&args(
+            "simulate {} --input {} --out {} --seed {}",
+            &[&blob, &input, out, &seed],
+        ));
     }
     // The same stream in process, with the same seed.
     let bytes = std::fs::read(&blob).unwrap();
@@ -379,26 +289,12 @@ fn simulate_streams_inputs_like_the_runtime() {
     }
     // A malformed input and a short seed are refused with code 2.
     std::fs::write(&input, "1,2\n3,x\n").unwrap();
-    let o = mfc(&[
-        "simulate",
-        blob.to_str().unwrap(),
-        "--input",
-        input.to_str().unwrap(),
-        "--out",
-        csv_out.to_str().unwrap(),
-    ]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
-    let o = mfc(&[
-        "simulate",
-        blob.to_str().unwrap(),
-        "--input",
-        input.to_str().unwrap(),
-        "--out",
-        csv_out.to_str().unwrap(),
-        "--seed",
-        "abc",
-    ]);
-    assert_eq!(o.status.code(), Some(2));
+    let simulate = "simulate {} --input {} --out {}";
+    assert_refused(&args(simulate, &[&blob, &input, &csv_out]));
+    assert_refused(&args(
+        &[simulate, "--seed abc"].join(" "),
+        &[&blob, &input, &csv_out],
+    ));
 }
 
 /// `inspect --export` writes the tables as .npy; rebuilding B̂ from them by the SPEC's formula
@@ -406,26 +302,12 @@ fn simulate_streams_inputs_like_the_runtime() {
 #[test]
 fn inspect_exports_the_tables_for_numpy() {
     let blob = temp("export.mfc");
-    let o = mfc(&[
-        "compile",
-        "--steps",
-        "20",
-        "--band",
-        "3",
-        "--rank",
-        "2",
-        "--out",
-        blob.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    mfc_ok(&args(
+        "compile --steps 20 --band 3 --rank 2 --out {}",
+        &[&blob],
+    ));
     let dir = temp("export-dir");
-    let o = mfc(&[
-        "inspect",
-        blob.to_str().unwrap(),
-        "--export",
-        dir.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    mfc_ok(&args("inspect {} --export {}", &[&blob, &dir]));
     let read = |name: &str| mfc_compiler::workload::read_npy_matrix(dir.join(name)).unwrap();
     let (d, l, r) = (read("diagonals.npy"), read("left.npy"), read("right.npy"));
     assert_eq!((d.nrows(), d.ncols(), l.ncols(), r.ncols()), (20, 3, 2, 2));
@@ -450,20 +332,10 @@ fn inspect_exports_the_tables_for_numpy() {
 
 #[test]
 fn compare_prints_every_family_and_refuses_an_empty_horizon() {
-    let o = mfc(&[
-        "compare",
-        "--steps",
-        "32",
-        "--band",
-        "3",
-        "--rank",
-        "2",
-        "--max-buffers",
-        "2",
-        "--json",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let rows: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let rows = mfc_json(&args(
+        "compare --steps 32 --band 3 --rank 2 --max-buffers 2 --json",
+        &[],
+    ));
     let names: Vec<&str> = rows
         .as_array()
         .unwrap()
@@ -483,15 +355,13 @@ fn compare_prints_every_family_and_refuses_an_empty_horizon() {
             "{family} missing: {names:?}"
         );
     }
-    let o = mfc(&["compare", "--steps", "0"]);
-    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_refused(&args("compare --steps 0", &[]));
 }
 
 #[test]
 fn plot_writes_svg_figures() {
     let errors = temp("errors.svg");
-    let o = mfc(&["plot", "--steps", "48", "--out", errors.to_str().unwrap()]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    mfc_ok(&args("plot --steps 48 --out {}", &[&errors]));
     let svg = std::fs::read_to_string(&errors).unwrap();
     assert!(svg.starts_with("<svg"));
     // One curve per family drawn, each with its label.
@@ -500,16 +370,7 @@ fn plot_writes_svg_figures() {
     }
     assert!(svg.matches("<polyline").count() >= 6);
     let heat = temp("heat.svg");
-    let o = mfc(&[
-        "plot",
-        "--kind",
-        "heatmap",
-        "--steps",
-        "16",
-        "--out",
-        heat.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    mfc_ok(&args("plot --kind heatmap --steps 16 --out {}", &[&heat]));
     // 2 panels of 16 × 16 cells.
     assert!(
         std::fs::read_to_string(&heat)
@@ -518,16 +379,8 @@ fn plot_writes_svg_figures() {
             .count()
             >= 2 * 256
     );
-    for bad in [
-        &["--kind", "pie"][..],
-        &["--kind", "heatmap", "--steps", "600"][..],
-    ] {
-        let mut args = vec!["plot", "--out", heat.to_str().unwrap()];
-        if !bad.contains(&"--steps") {
-            args.extend_from_slice(&["--steps", "16"]);
-        }
-        args.extend_from_slice(bad);
-        let o = mfc(&args);
-        assert_eq!(o.status.code(), Some(2), "{bad:?}: {}", stderr(&o));
+    // An unknown kind and a heatmap of more than 512 steps are refused.
+    for bad in ["--steps 16 --kind pie", "--kind heatmap --steps 600"] {
+        assert_refused(&args(&["plot --out {}", bad].join(" "), &[&heat]));
     }
 }

@@ -1,9 +1,12 @@
 //! Golden bytes: the exact encoding of a small mechanism is the contract of `SPEC.md`.
 //! Also: every truncation and every single-bit flip of a valid blob is rejected, never a panic.
 
+mod common;
+
+use common::hex;
 use mfc_formats::{
-    BandedLowRank, Calibration, Decoder, Error, ErrorSummary, F32Table, Header, Mechanism,
-    Participation, PrivacyTarget, Sensitivity, SensitivityMethod, Workload, encode_f32s,
+    BandedLowRank, Calibration, Decoder, Error, F32Table, Mechanism, PrivacyTarget,
+    SensitivityMethod, encode_f32s,
 };
 use proptest::prelude::*;
 
@@ -18,30 +21,17 @@ fn tables() -> (Vec<u8>, Vec<u8>, Vec<u8>) {
 
 fn mechanism<'a>(d: &'a [u8], l: &'a [u8], r: &'a [u8]) -> Mechanism<'a> {
     Mechanism {
-        header: Header {
-            workload: Workload::PrefixSum,
-            steps: 3,
-            participation: Participation::Single,
-            sensitivity: Sensitivity {
-                value: 1.0,
-                method: SensitivityMethod::MaxColumnNorm,
-            },
-            clip_norm: 1.0,
-            calibration: Some(Calibration {
+        header: common::header(
+            3,
+            SensitivityMethod::MaxColumnNorm,
+            Some(Calibration {
                 noise_multiplier: 2.0,
                 target: Some(PrivacyTarget {
                     epsilon: 2.0,
                     delta: 0.5,
                 }),
             }),
-            error: ErrorSummary {
-                sqrt_loss: 2.0,
-                optimal_sqrt_loss: None,
-                max_step_stddev: 1.5,
-                final_step_stddev: 1.5,
-            },
-            generator: "mfc",
-        },
+        ),
         decoder: Decoder::BandedLowRank(BandedLowRank {
             band: 2,
             rank: 1,
@@ -108,10 +98,6 @@ const GOLDEN: &str = concat!(
     "00000000", // right
     "a64bc3c1", // CRC-32 of everything above (zlib.crc32)
 );
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 #[test]
 fn golden_bytes() {
@@ -180,13 +166,17 @@ fn framing_errors_are_specific() {
 
 /// Re-frames a modified payload with a correct checksum, to reach the semantic checks.
 fn reframe(m: &Mechanism<'_>) -> Vec<u8> {
-    let payload = postcard::to_allocvec(m).unwrap();
+    frame(&postcard::to_allocvec(m).unwrap())
+}
+
+/// Wraps `payload` in the frame of `SPEC.md`: magic, version 1, no flags, length, CRC-32.
+fn frame(payload: &[u8]) -> Vec<u8> {
     let mut blob = Vec::new();
     blob.extend_from_slice(&mfc_formats::MAGIC);
     blob.extend_from_slice(&1u16.to_le_bytes());
     blob.extend_from_slice(&0u16.to_le_bytes());
     blob.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-    blob.extend_from_slice(&payload);
+    blob.extend_from_slice(payload);
     let crc = mfc_formats::checksum(&blob);
     blob.extend_from_slice(&crc.to_le_bytes());
     blob
@@ -196,98 +186,82 @@ fn reframe(m: &Mechanism<'_>) -> Vec<u8> {
 fn semantic_errors_are_reported_even_with_a_valid_checksum() {
     let (d, l, r) = tables();
     let good = mechanism(&d, &l, &r);
+    // Each edit of the golden mechanism, re-framed with a correct checksum, is refused.
+    let refused = |m: &Mechanism<'_>, expected: Error| {
+        assert_eq!(Mechanism::from_bytes(&reframe(m)), Err(expected));
+    };
+    let with_decoder = |b| Mechanism {
+        decoder: Decoder::BandedLowRank(b),
+        ..good
+    };
 
     let mut m = good;
     m.header.steps = 0;
-    assert_eq!(
-        Mechanism::from_bytes(&reframe(&m)),
-        Err(Error::InvalidField { field: "steps" })
-    );
+    refused(&m, Error::InvalidField { field: "steps" });
 
     let mut m = good;
     m.header.sensitivity.value = f64::NAN;
-    assert_eq!(
-        Mechanism::from_bytes(&reframe(&m)),
-        Err(Error::InvalidField {
-            field: "sensitivity.value"
-        })
+    refused(
+        &m,
+        Error::InvalidField {
+            field: "sensitivity.value",
+        },
     );
 
     let singular = encode_f32s([1.0, 0.0, 0.0, 0.5, 1.0, 0.5]);
-    let mut m = good;
-    m.decoder = Decoder::BandedLowRank(BandedLowRank {
+    let m = with_decoder(BandedLowRank {
         diagonals: F32Table::new(&singular).unwrap(),
         ..banded(&good)
     });
-    assert_eq!(
-        Mechanism::from_bytes(&reframe(&m)),
-        Err(Error::SingularDecoder { step: 1 })
-    );
+    refused(&m, Error::SingularDecoder { step: 1 });
 
     let nan = encode_f32s([0.0, f32::NAN, 0.5]);
-    let mut m = good;
-    m.decoder = Decoder::BandedLowRank(BandedLowRank {
+    let m = with_decoder(BandedLowRank {
         left: F32Table::new(&nan).unwrap(),
         ..banded(&good)
     });
-    assert_eq!(
-        Mechanism::from_bytes(&reframe(&m)),
-        Err(Error::NonFiniteCoefficient {
+    refused(
+        &m,
+        Error::NonFiniteCoefficient {
             table: "decoder.left",
-            index: 1
-        })
+            index: 1,
+        },
     );
 
     let short = encode_f32s([0.0, 0.5]);
-    let mut m = good;
-    m.decoder = Decoder::BandedLowRank(BandedLowRank {
+    let m = with_decoder(BandedLowRank {
         right: F32Table::new(&short).unwrap(),
         ..banded(&good)
     });
-    assert_eq!(
-        Mechanism::from_bytes(&reframe(&m)),
-        Err(Error::TableLength {
+    refused(
+        &m,
+        Error::TableLength {
             table: "decoder.right",
             expected: 12,
-            found: 8
-        })
+            found: 8,
+        },
     );
 
-    let mut m = good;
-    if let Decoder::BandedLowRank(b) = &mut m.decoder {
-        b.band = 4;
-    }
-    assert_eq!(
-        Mechanism::from_bytes(&reframe(&m)),
-        Err(Error::InvalidField {
-            field: "decoder.band"
-        })
-    );
+    let m = with_decoder(BandedLowRank {
+        band: 4,
+        ..banded(&good)
+    });
+    let bad_band = Error::InvalidField {
+        field: "decoder.band",
+    };
+    refused(&m, bad_band);
     // An encoder refuses to write what a reader would refuse to read.
-    assert_eq!(
-        m.to_vec(),
-        Err(Error::InvalidField {
-            field: "decoder.band"
-        })
-    );
+    assert_eq!(m.to_vec(), Err(bad_band));
 }
 
 #[test]
 fn every_truncation_is_rejected() {
-    let blob = golden_blob();
-    for len in 0..blob.len() {
-        assert!(Mechanism::from_bytes(&blob[..len]).is_err(), "prefix {len}");
-    }
+    common::assert_every_truncation_rejected(&golden_blob());
 }
 
 #[test]
 fn every_single_bit_flip_is_rejected() {
-    let blob = golden_blob();
-    for bit in 0..blob.len() * 8 {
-        let mut b = blob.clone();
-        b[bit / 8] ^= 1 << (bit % 8);
-        assert!(Mechanism::from_bytes(&b).is_err(), "bit {bit}");
-    }
+    common::assert_every_bit_flip_rejected(&golden_blob());
 }
 
 proptest! {
@@ -304,15 +278,7 @@ proptest! {
     /// Arbitrary payloads with a correct frame and checksum reach the decoder and never panic it.
     #[test]
     fn arbitrary_framed_payloads_never_panic(payload in proptest::collection::vec(any::<u8>(), 0..300)) {
-        let mut blob = Vec::new();
-        blob.extend_from_slice(&mfc_formats::MAGIC);
-        blob.extend_from_slice(&1u16.to_le_bytes());
-        blob.extend_from_slice(&0u16.to_le_bytes());
-        blob.extend_from_slice(&(payload.len() as u32).to_le_bytes());
-        blob.extend_from_slice(&payload);
-        let crc = mfc_formats::checksum(&blob);
-        blob.extend_from_slice(&crc.to_le_bytes());
-        let _ = Mechanism::from_bytes(&blob);
+        let _ = Mechanism::from_bytes(&frame(&payload));
     }
 
     /// Any multi-byte corruption of a valid blob is rejected.

@@ -1,32 +1,15 @@
 //! Golden bytes of the BLT decoder form (decoder 2, `SPEC.md`) and its validation: every
 //! truncation and single-bit flip of a BLT blob is rejected without a panic.
 
-use mfc_formats::{
-    Blt, Decoder, Error, ErrorSummary, F32Table, Header, Mechanism, Participation, Sensitivity,
-    SensitivityMethod, Workload, encode_f32s,
-};
+mod common;
+
+use common::hex;
+use mfc_formats::{Blt, Decoder, Error, F32Table, Mechanism, SensitivityMethod, encode_f32s};
 
 /// One buffer: θ = 0.5, ω = −0.25, over 3 steps.
 fn mechanism<'a>(theta: &'a [u8], omega: &'a [u8]) -> Mechanism<'a> {
     Mechanism {
-        header: Header {
-            workload: Workload::PrefixSum,
-            steps: 3,
-            participation: Participation::Single,
-            sensitivity: Sensitivity {
-                value: 1.0,
-                method: SensitivityMethod::MaxColumnNorm,
-            },
-            clip_norm: 1.0,
-            calibration: None,
-            error: ErrorSummary {
-                sqrt_loss: 2.0,
-                optimal_sqrt_loss: None,
-                max_step_stddev: 1.5,
-                final_step_stddev: 1.5,
-            },
-            generator: "mfc",
-        },
+        header: common::header(3, SensitivityMethod::MaxColumnNorm, None),
         decoder: Decoder::Blt(Blt {
             theta: F32Table::new(theta).unwrap(),
             omega: F32Table::new(omega).unwrap(),
@@ -60,10 +43,6 @@ const GOLDEN: &str = concat!(
     "000080be",         //     ω = -0.25
     "6662a44b",         // CRC-32 (zlib.crc32)
 );
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 #[test]
 fn blt_blob_bytes_are_pinned() {
@@ -118,17 +97,6 @@ fn blt_validation_refuses_bad_parameters() {
 fn every_truncation_and_bit_flip_is_rejected() {
     let (t, w) = (encode_f32s([0.5]), encode_f32s([-0.25]));
     let blob = mechanism(&t, &w).to_vec().unwrap();
-    for len in 0..blob.len() {
-        assert!(Mechanism::from_bytes(&blob[..len]).is_err(), "length {len}");
-    }
-    for byte in 0..blob.len() {
-        for bit in 0..8 {
-            let mut flipped = blob.clone();
-            flipped[byte] ^= 1 << bit;
-            assert!(
-                Mechanism::from_bytes(&flipped).is_err(),
-                "byte {byte} bit {bit}"
-            );
-        }
-    }
+    common::assert_every_truncation_rejected(&blob);
+    common::assert_every_bit_flip_rejected(&blob);
 }

@@ -1,33 +1,18 @@
 //! Golden bytes of the FFT decoder form (decoder 1, `SPEC.md`), its validation, and: every
 //! truncation and single-bit flip of an FFT blob is rejected without a panic.
 
+mod common;
+
+use common::hex;
 use mfc_formats::{
-    Decoder, Error, ErrorSummary, F32Table, Fft, FftKind, Header, Mechanism, Participation,
-    Sensitivity, SensitivityMethod, Workload, encode_f32s,
+    Decoder, Error, F32Table, Fft, FftKind, Mechanism, SensitivityMethod, encode_f32s,
 };
 
 /// m = 1, s = 2, the optimal decoder: ŷ = (1, 0) (for m = 1, v = (1, 0) is its own square
 /// root) and x̂ = T̂⁻¹e₀ = (1).
 fn mechanism<'a>(kernel: &'a [u8], generator: &'a [u8]) -> Mechanism<'a> {
     Mechanism {
-        header: Header {
-            workload: Workload::PrefixSum,
-            steps: 2,
-            participation: Participation::Single,
-            sensitivity: Sensitivity {
-                value: 1.0,
-                method: SensitivityMethod::GeneratorResidualBound,
-            },
-            clip_norm: 1.0,
-            calibration: None,
-            error: ErrorSummary {
-                sqrt_loss: 2.0,
-                optimal_sqrt_loss: None,
-                max_step_stddev: 1.5,
-                final_step_stddev: 1.5,
-            },
-            generator: "mfc",
-        },
+        header: common::header(2, SensitivityMethod::GeneratorResidualBound, None),
         decoder: Decoder::Fft(Fft {
             kind: FftKind::OptimalDecoder,
             block: 1,
@@ -67,10 +52,6 @@ const GOLDEN: &str = concat!(
     "0000803f", // generator (4 bytes): 1.0
     "f3fa7f3e", // CRC-32
 );
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 #[test]
 fn fft_blob_bytes_are_pinned() {
@@ -150,15 +131,6 @@ fn fft_validation_refuses_inconsistent_shapes() {
 fn every_truncation_and_bit_flip_of_an_fft_blob_is_rejected() {
     let (k, g) = (encode_f32s([1.0, 0.0]), encode_f32s([1.0]));
     let blob = mechanism(&k, &g).to_vec().unwrap();
-    for len in 0..blob.len() {
-        assert!(
-            Mechanism::from_bytes(&blob[..len]).is_err(),
-            "prefix of {len} bytes"
-        );
-    }
-    for bit in 0..blob.len() * 8 {
-        let mut flipped = blob.clone();
-        flipped[bit / 8] ^= 1 << (bit % 8);
-        assert!(Mechanism::from_bytes(&flipped).is_err(), "bit {bit}");
-    }
+    common::assert_every_truncation_rejected(&blob);
+    common::assert_every_bit_flip_rejected(&blob);
 }
