@@ -19,7 +19,7 @@
 use mfc_formats::{Blt, Decoder, Mechanism, Workload};
 
 use crate::Error;
-use crate::clip::clip_factor;
+use crate::clip::clip_factor_with_largest;
 use crate::noise::{MAX_COORDINATES, NoiseSource};
 use crate::stream::{check_input, check_step, prepare, recorded_noise_multiplier};
 
@@ -102,8 +102,8 @@ impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
     /// `release`. On error nothing changes.
     pub fn step(&mut self, input: &[f32], release: &mut [f32]) -> Result<(), Error> {
         check_step(self.step, self.horizon, self.dim, release)?;
-        check_input(self.dim, input)?;
-        let clip = clip_factor(input, self.clip_norm);
+        let largest = check_input(self.dim, input)?;
+        let clip = clip_factor_with_largest(input, self.clip_norm, largest);
         // z_t into `release`, then everything per coordinate.
         self.noise
             .fill_standard_normal(u64::from(self.step), 0, release);

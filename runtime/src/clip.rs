@@ -47,15 +47,22 @@ pub fn clip_norm_supported(clip_norm: f32) -> bool {
 
 /// The factor `f ∈ [0, 1]` that scales `row` to L2 norm at most `clip_norm` (`ζ`): `‖fl(f·x)‖ ≤
 /// ζ` with `f` within `2⁻¹⁵` of `min(1, ζ/‖x‖)` (module docs have the proof). Rows within
-/// `ζ(1 − 2⁻¹⁵)` get exactly 1; rows more than `2⁹⁶ζ` long get 0. A `ζ` outside
-/// [`clip_norm_supported`] (including NaN) gives 0. For a row with a non-finite entry the result
-/// is unspecified (the streams reject such rows first). The same row gives the same factor on
-/// every target.
+/// `ζ(1 − 2⁻¹⁵)` get exactly 1; rows more than `2⁹⁶ζ` long, rows with an entry that is not
+/// finite, and a `ζ` outside [`clip_norm_supported`] (including NaN) get 0. The same row gives
+/// the same factor on every target.
 pub fn clip_factor(row: &[f32], clip_norm: f32) -> f32 {
+    match largest_magnitude(row) {
+        Ok(largest) => clip_factor_with_largest(row, clip_norm, largest),
+        Err(_) => 0.0,
+    }
+}
+
+/// [`clip_factor`] of a finite `row` whose largest magnitude, `largest`, the caller has found
+/// already ([`largest_magnitude`]): the streams check their input and find it in one pass.
+pub(crate) fn clip_factor_with_largest(row: &[f32], clip_norm: f32, largest: f32) -> f32 {
     if !clip_norm_supported(clip_norm) || row.len() as u64 > MAX_LEN {
         return 0.0;
     }
-    let largest = largest_magnitude(row);
     // Exact products: ζ is a normal number in [2⁻⁶⁴, 2⁶⁴].
     if largest <= clip_norm * (1.0 / 4_294_967_296.0) {
         return 1.0;
@@ -72,22 +79,29 @@ pub fn clip_factor(row: &[f32], clip_norm: f32) -> f32 {
     if factor >= 1.0 { 1.0 } else { factor }
 }
 
-/// `max |xᵢ|` in 8 lanes, with a comparison and a select (which vectorizes, where `f32::max`
-/// with its NaN rules does not); a NaN entry gives an unspecified result.
-fn largest_magnitude(row: &[f32]) -> f32 {
-    let mut lanes = [0.0f32; 8];
+/// The bits of `+∞`: those of `|x|` are at least this exactly when `x` is not finite.
+const INFINITY_BITS: u32 = 0x7f80_0000;
+
+/// `max |xᵢ|` (0 for an empty row), or the index of the first entry that is not finite. One pass
+/// over the bits of `|xᵢ|` in 8 integer lanes, which vectorizes: for non-negative floats the
+/// order of the bits is the order of the values, with ±∞ and NaN above every finite one. The
+/// position is searched only when there is one.
+pub(crate) fn largest_magnitude(row: &[f32]) -> Result<f32, usize> {
+    let mut lanes = [0u32; 8];
     let mut eights = row.chunks_exact(8);
     for eight in &mut eights {
         for (lane, &x) in lanes.iter_mut().zip(eight) {
-            let a = x.abs();
-            *lane = if a > *lane { a } else { *lane };
+            *lane = (*lane).max(x.to_bits() & 0x7fff_ffff);
         }
     }
     for (lane, &x) in lanes.iter_mut().zip(eights.remainder()) {
-        let a = x.abs();
-        *lane = if a > *lane { a } else { *lane };
+        *lane = (*lane).max(x.to_bits() & 0x7fff_ffff);
     }
-    lanes.iter().fold(0.0, |m, &a| if a > m { a } else { m })
+    let largest = lanes.iter().fold(0, |m, &a| m.max(a));
+    if largest >= INFINITY_BITS {
+        return Err(row.iter().position(|x| !x.is_finite()).unwrap_or(0));
+    }
+    Ok(f32::from_bits(largest))
 }
 
 /// `Σ (s·xᵢ)²`, summed pairwise ([`LANES`] lanes per block of [`BLOCK`], blocks by a binary

@@ -35,7 +35,7 @@ use mfc_formats::{Decoder, F32Table, Fft, FftKind, Mechanism, Workload};
 use num_complex::Complex32;
 
 use crate::Error;
-use crate::clip::clip_factor;
+use crate::clip::clip_factor_with_largest;
 use crate::noise::{MAX_COORDINATES, NoiseSource};
 use crate::stream::{check_input, check_step, prepare, recorded_noise_multiplier};
 
@@ -162,8 +162,8 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
             return Err(Error::WorkloadNotStreamable);
         }
         self.check_step(release)?;
-        check_input(self.dim, input)?;
-        let clip = clip_factor(input, self.clip_norm);
+        let largest = check_input(self.dim, input)?;
+        let clip = clip_factor_with_largest(input, self.clip_norm, largest);
         self.advance(release, Some((input, clip)))
     }
 

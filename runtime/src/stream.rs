@@ -31,16 +31,16 @@
 //! can thus each run one shard. Clipping is the exception: it needs the norm of the whole input
 //! row, which a shard does not see. A shard therefore refuses [`Stream::step`]; it takes the
 //! factor `min(1, ζ/‖x‖)` of the whole row from its caller ([`Stream::step_clipped`], e.g. from
-//! [`clip_factor`] of the whole row; one from an all-reduce of the shards' squared norms must be
-//! shrunk for its rounding errors as [`clip`](crate::clip) does), or releases noise only
-//! ([`Stream::step_noise`]).
+//! [`clip_factor`](crate::clip_factor) of the whole row; one from an all-reduce of the shards'
+//! squared norms must be shrunk for its rounding errors as [`clip`](crate::clip) does), or
+//! releases noise only ([`Stream::step_noise`]).
 
 use core::ops::{Deref, DerefMut, Range};
 
 use mfc_formats::{BandedLowRank, Decoder, F32Table, Mechanism, Workload};
 
 use crate::Error;
-use crate::clip::{clip_factor, clip_norm_supported};
+use crate::clip::{clip_factor_with_largest, clip_norm_supported, largest_magnitude};
 use crate::noise::{MAX_COORDINATES, NoiseSource};
 
 /// A stream releasing one private prefix sum (or noise row) per step.
@@ -184,20 +184,21 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
     ///
     /// A shard refuses this ([`Error::ClipFactorRequired`]): it cannot see the whole row's norm.
     pub fn step(&mut self, input: &[f32], release: &mut [f32]) -> Result<(), Error> {
-        self.check_input(input, release)?;
+        let largest = self.check_input(input, release)?;
         if !self.whole_row {
             return Err(Error::ClipFactorRequired);
         }
-        let clip = clip_factor(input, self.clip_norm);
+        let clip = clip_factor_with_largest(input, self.clip_norm, largest);
         self.advance(release, Some((input, clip)));
         Ok(())
     }
 
     /// [`step`](Self::step) with the clip factor given by the caller: `clip` must be
-    /// `min(1, ζ/‖x‖)` for the **whole** input row `x` ([`clip_factor`]`(x, ζ)`, with ζ from
-    /// [`clip_norm`](Self::clip_norm)), of which `input` is this shard's part. The stream checks
-    /// that `clip` lies in `[0, 1]` but cannot check that it is the whole row's: privacy rests on
-    /// the caller here. With the factor of [`clip_factor`] the release equals that of `step`.
+    /// `min(1, ζ/‖x‖)` for the **whole** input row `x` ([`clip_factor`](crate::clip_factor)`(x,
+    /// ζ)`, with ζ from [`clip_norm`](Self::clip_norm)), of which `input` is this shard's part.
+    /// The stream checks that `clip` lies in `[0, 1]` but cannot check that it is the whole row's:
+    /// privacy rests on the caller here. With the factor of [`clip_factor`](crate::clip_factor)
+    /// the release equals that of `step`.
     pub fn step_clipped(
         &mut self,
         input: &[f32],
@@ -245,8 +246,9 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
         self.clip_norm
     }
 
-    /// The checks of a prefix-sum step with input `input` and output `release`.
-    pub(crate) fn check_input(&self, input: &[f32], release: &[f32]) -> Result<(), Error> {
+    /// The checks of a prefix-sum step with input `input` and output `release`; returns the
+    /// input's largest magnitude ([`check_input`]).
+    pub(crate) fn check_input(&self, input: &[f32], release: &[f32]) -> Result<f32, Error> {
         if !self.prefix_sum {
             return Err(Error::WorkloadNotStreamable);
         }
@@ -455,24 +457,16 @@ pub(crate) fn check_step(step: u32, horizon: u32, dim: usize, out: &[f32]) -> Re
 
 /// The checks of an input row of every stream form: `dim` coordinates
 /// ([`Error::DimensionMismatch`]), all finite ([`Error::NonFiniteInput`], the first one that is
-/// not).
-pub(crate) fn check_input(dim: usize, input: &[f32]) -> Result<(), Error> {
+/// not). Returns the row's largest magnitude, found in the same pass, for
+/// [`clip_factor_with_largest`].
+pub(crate) fn check_input(dim: usize, input: &[f32]) -> Result<f32, Error> {
     if input.len() != dim {
         return Err(Error::DimensionMismatch {
             expected: dim,
             found: input.len(),
         });
     }
-    // A branch-free (vectorized) scan first; the position only when there is one.
-    let finite = input
-        .chunks(256)
-        .all(|c| c.iter().fold(true, |ok, x| ok & x.is_finite()));
-    if !finite {
-        if let Some(index) = input.iter().position(|x| !x.is_finite()) {
-            return Err(Error::NonFiniteInput { index });
-        }
-    }
-    Ok(())
+    largest_magnitude(input).map_err(|index| Error::NonFiniteInput { index })
 }
 
 /// The noise multiplier `σ` recorded in the blob ([`Error::NotCalibrated`] if none).
@@ -527,7 +521,7 @@ pub(crate) fn noise_scale(noise_multiplier: f64, clip_norm: f64, sensitivity: f6
 }
 
 /// The clip norm `ζ` a stream applies: the blob's, rounded down to `f32` (clipping to a slightly
-/// smaller norm is safe), and in the range [`clip_factor`] clips exactly.
+/// smaller norm is safe), and in the range [`clip_factor`](crate::clip_factor) clips exactly.
 pub(crate) fn clip_norm(mechanism: &Mechanism<'_>) -> Result<f32, Error> {
     to_f32_rounded(mechanism.header.clip_norm, false)
         .filter(|&z| clip_norm_supported(z))
@@ -537,8 +531,8 @@ pub(crate) fn clip_norm(mechanism: &Mechanism<'_>) -> Result<f32, Error> {
 /// What every stream form checks and claims at construction, in this order: the workspace holds
 /// `needed` floats ([`Error::WorkspaceTooSmall`]), `σ·ζ·sens` is a positive normal `f32`
 /// ([`Error::InvalidNoiseMultiplier`], see [`noise_scale`]), and `ζ` rounded to `f32` is one
-/// [`clip_factor`] clips exactly ([`Error::UnsupportedClipNorm`]). Returns the scales and the
-/// first `needed` floats of the workspace, zeroed.
+/// [`clip_factor`](crate::clip_factor) clips exactly ([`Error::UnsupportedClipNorm`]). Returns
+/// the scales and the first `needed` floats of the workspace, zeroed.
 pub(crate) fn prepare<'w>(
     mechanism: &Mechanism<'_>,
     noise_multiplier: f64,

@@ -122,3 +122,24 @@ fn a_long_row_is_clipped_to_within_the_margin() {
         check(&row, zeta).unwrap();
     }
 }
+
+/// A row with an entry that is not finite gets the factor 0 (zeroing is safe), wherever the entry
+/// sits among the scan's 8 lanes and its tail, and whatever the other entries are.
+#[test]
+fn rows_with_a_non_finite_entry_get_zero() {
+    for bad in [f32::NAN, -f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+        for len in [1, 7, 8, 9, 17, 300] {
+            for at in [0, len / 2, len - 1] {
+                for fill in [0.0, 1e-3, 1e30] {
+                    let mut row = vec![fill; len];
+                    row[at] = bad;
+                    assert_eq!(
+                        clip_factor(&row, 1.0).to_bits(),
+                        0.0f32.to_bits(),
+                        "{bad} at {at} of {len}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -329,3 +329,32 @@ proptest! {
         }
     }
 }
+
+/// The stream reports the first entry that is not finite, wherever it sits.
+#[test]
+fn a_stream_names_the_first_non_finite_entry() {
+    let t = tables(4, 2, 1, 3);
+    let m = mechanism(&t, Workload::PrefixSum, 1.0);
+    let dim = 300;
+    let mut workspace = vec![0.0f32; Stream::<ChaChaNoise>::workspace_len(&m, dim).unwrap()];
+    let mut stream = Stream::new(
+        m,
+        dim,
+        &mut workspace,
+        ChaChaNoise::from_seed(SEED).unwrap(),
+    )
+    .unwrap();
+    let mut release = vec![0.0f32; dim];
+    for first in [0, 7, 8, 150, 299] {
+        let mut row = vec![0.25f32; dim];
+        row[first] = f32::INFINITY;
+        if first + 1 < dim {
+            row[dim - 1] = f32::NAN;
+        }
+        assert_eq!(
+            stream.step(&row, &mut release),
+            Err(Error::NonFiniteInput { index: first })
+        );
+    }
+    assert_eq!(stream.steps_released(), 0);
+}
