@@ -6,9 +6,10 @@
 //! [`Stream::shard`] per range over its part of one workspace of `(h + r + 1)·d` floats, and
 //! steps them concurrently. Each shard draws its own coordinates of the noise rows from its own
 //! copy of the generator, so with the same seed the releases equal those of one unsharded
-//! [`Stream`] bit for bit. Clipping uses the whole row: `step` computes [`clip_factor`] of the
-//! whole input once and hands it to every shard ([`Stream::step_clipped`]). Every check runs
-//! before any shard moves, so an error leaves all of them as they were.
+//! [`Stream`] bit for bit. Clipping uses the whole row: `step` computes
+//! [`clip_factor`](crate::clip_factor) of the whole input once (its largest entry from the
+//! shards' input checks) and hands it to every shard ([`Stream::step_clipped`]). Every check
+//! runs before any shard moves, so an error leaves all of them as they were.
 
 use core::ops::Range;
 use std::vec::Vec;
@@ -16,7 +17,8 @@ use std::vec::Vec;
 use rayon::prelude::*;
 
 use crate::noise::{BLOCK, NoiseSource};
-use crate::{Error, Mechanism, Stream, clip_factor};
+use crate::clip::clip_factor_with_largest;
+use crate::{Error, Mechanism, Stream};
 
 /// `shards` contiguous ranges covering `0 .. dim`, of nearly equal lengths that are multiples of
 /// [`BLOCK`] (except the last), so that no shard starts inside a noise block. Fewer ranges are
@@ -86,20 +88,23 @@ impl<'m, 'w, N: NoiseSource + Send> ParallelStream<'m, 'w, N> {
     pub fn step(&mut self, input: &[f32], release: &mut [f32]) -> Result<(), Error> {
         self.check_len(input)?;
         self.check_len(release)?;
+        // The whole row's largest magnitude is the largest of its parts', found by the checks.
+        let mut largest = 0.0f32;
         for (shard, range) in self.shards.iter().zip(&self.ranges) {
             let x = input.get(range.clone()).unwrap_or(&[]);
             let out = release.get(range.clone()).unwrap_or(&[]);
-            shard.check_input(x, out).map_err(|e| match e {
+            let part = shard.check_input(x, out).map_err(|e| match e {
                 Error::NonFiniteInput { index } => Error::NonFiniteInput {
                     index: index + range.start,
                 },
                 e => e,
             })?;
+            largest = largest.max(part);
         }
         let Some(first) = self.shards.first() else {
             return Ok(()); // unreachable: a stream has at least one shard
         };
-        let clip = clip_factor(input, first.clip_norm());
+        let clip = clip_factor_with_largest(input, first.clip_norm(), largest);
         self.pieces(release)
             .into_par_iter()
             .try_for_each(|(shard, range, out)| {
