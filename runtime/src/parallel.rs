@@ -16,8 +16,8 @@ use std::vec::Vec;
 
 use rayon::prelude::*;
 
-use crate::noise::{BLOCK, NoiseSource};
 use crate::clip::clip_factor_with_largest;
+use crate::noise::{BLOCK, NoiseSource};
 use crate::{Error, Mechanism, Stream};
 
 /// `shards` contiguous ranges covering `0 .. dim`, of nearly equal lengths that are multiples of

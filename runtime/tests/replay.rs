@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{Tables, mechanism, tables};
+use common::{Tables, mechanism, tables, workspace};
 use mfc_formats::{F32Table, Workload};
 use mfc_runtime::{ChaChaNoise, Error, NoiseSource, Stream};
 use proptest::prelude::*;
@@ -46,15 +46,10 @@ fn check_against_dense(n: usize, h: usize, r: usize, dim: usize, seed: u64) {
     for (i, row) in z.iter_mut().enumerate() {
         reference.fill_standard_normal(i as u64, 0, row);
     }
-    let mut workspace = vec![0.0f32; Stream::<ChaChaNoise>::workspace_len(&m, dim).unwrap()];
+    let mut workspace = workspace(&m, dim);
     assert_eq!(workspace.len(), (h + r + 1) * dim);
-    let mut stream = Stream::new(
-        m,
-        dim,
-        &mut workspace,
-        ChaChaNoise::from_seed(SEED).unwrap(),
-    )
-    .unwrap();
+    let noise = ChaChaNoise::from_seed(SEED).unwrap();
+    let mut stream = Stream::new(m, dim, &mut workspace, noise).unwrap();
     let mut sum = vec![0.0f64; dim];
     let mut out = vec![0.0f32; dim];
     for i in 0..n {
@@ -336,14 +331,9 @@ fn a_stream_names_the_first_non_finite_entry() {
     let t = tables(4, 2, 1, 3);
     let m = mechanism(&t, Workload::PrefixSum, 1.0);
     let dim = 300;
-    let mut workspace = vec![0.0f32; Stream::<ChaChaNoise>::workspace_len(&m, dim).unwrap()];
-    let mut stream = Stream::new(
-        m,
-        dim,
-        &mut workspace,
-        ChaChaNoise::from_seed(SEED).unwrap(),
-    )
-    .unwrap();
+    let mut workspace = workspace(&m, dim);
+    let noise = ChaChaNoise::from_seed(SEED).unwrap();
+    let mut stream = Stream::new(m, dim, &mut workspace, noise).unwrap();
     let mut release = vec![0.0f32; dim];
     for first in [0, 7, 8, 150, 299] {
         let mut row = vec![0.25f32; dim];

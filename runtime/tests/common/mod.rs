@@ -92,3 +92,9 @@ pub fn mechanism<'a>(t: &'a Tables, workload: Workload<'a>, clip_norm: f64) -> M
         }),
     }
 }
+
+/// A zeroed workspace for a banded stream of `dim` coordinates of `m`.
+pub fn workspace(m: &Mechanism<'_>, dim: usize) -> Vec<f32> {
+    let len = mfc_runtime::Stream::<mfc_runtime::ChaChaNoise>::workspace_len(m, dim);
+    vec![0.0; len.expect("a banded mechanism and a valid dimension")]
+}
