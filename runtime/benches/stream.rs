@@ -36,10 +36,11 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use mfc_formats::{
-    BandedLowRank, Calibration, Decoder, ErrorSummary, F32Table, Header, Mechanism, Participation,
-    Sensitivity, SensitivityMethod, Workload, encode_f32s,
-};
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use common::{Gen, Tables};
+use mfc_formats::{F32Table, Mechanism, Workload, encode_f32s};
 use mfc_runtime::parallel::ParallelStream;
 use mfc_runtime::prefetch::PrefetchedNoise;
 use mfc_runtime::{ChaChaNoise, InsecureSimulationNoise, NoiseSource, Stream};
@@ -79,107 +80,55 @@ const SEED: [u8; 32] = *b"mfc runtime benchmark seed, 32 b";
 const STEPS: usize = 512;
 const DENSE_STEPS: usize = 64;
 
-/// A small deterministic generator for coefficients and inputs (SplitMix64).
-struct Coefficients(u64);
-
-impl Coefficients {
-    /// Uniform in [-0.5, 0.5).
-    fn next(&mut self) -> f32 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut x = self.0;
-        x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        x ^= x >> 31;
-        (x >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+/// The tables of a banded-plus-low-rank decoder of [`STEPS`] steps with coefficients shaped like
+/// the optimized prefix-sum decoders (diagonal `k` near the Toeplitz `binom(2k, k)/4^k`, plus
+/// noise; small low-rank factors). The mechanism around them is the tests' (`common::mechanism`).
+fn prefix_sum_tables(h: usize, r: usize) -> Tables {
+    let mut g = Gen((h * 100 + r) as u64);
+    let mut toeplitz = vec![1.0f32; h];
+    for k in 1..h {
+        toeplitz[k] = toeplitz[k - 1] * (2 * k - 1) as f32 / (2 * k) as f32;
+    }
+    let diagonals = encode_f32s((0..STEPS * h).map(|idx| {
+        let (i, k) = (idx / h, idx % h);
+        if k > i {
+            0.0
+        } else {
+            toeplitz[k] * (1.0 + 0.1 * g.next())
+        }
+    }));
+    let left = encode_f32s((0..STEPS * r).map(|_| 0.3 * g.next()));
+    let right = encode_f32s((0..STEPS * r).map(|_| 0.3 * g.next()));
+    Tables {
+        n: STEPS,
+        h,
+        r,
+        diagonals,
+        left,
+        right,
     }
 }
 
-/// The tables of a banded-plus-low-rank decoder with coefficients shaped like the optimized
-/// prefix-sum decoders (diagonal `k` near the Toeplitz `binom(2k, k)/4^k`, plus noise; small
-/// low-rank factors).
-struct Tables {
-    h: usize,
-    r: usize,
-    diagonals: Vec<u8>,
-    left: Vec<u8>,
-    right: Vec<u8>,
+/// The prefix-sum mechanism over `t` (clip norm 1).
+fn prefix_sums(t: &Tables) -> Mechanism<'_> {
+    common::mechanism(t, Workload::PrefixSum, 1.0)
 }
 
-impl Tables {
-    fn new(h: usize, r: usize) -> Self {
-        let mut g = Coefficients((h * 100 + r) as u64);
-        let mut toeplitz = vec![1.0f32; h];
-        for k in 1..h {
-            toeplitz[k] = toeplitz[k - 1] * (2 * k - 1) as f32 / (2 * k) as f32;
-        }
-        let diagonals = encode_f32s((0..STEPS * h).map(|idx| {
-            let (i, k) = (idx / h, idx % h);
-            if k > i {
-                0.0
+/// Row `i` of the dense decoder `B̂` of `t` (columns `0 ..= i`).
+fn dense_row(t: &Tables, i: usize) -> Vec<f32> {
+    let f = |bytes: &[u8], idx: usize| F32Table::new(bytes).unwrap().get(idx).unwrap();
+    (0..=i)
+        .map(|j| {
+            let k = i - j;
+            if k < t.h {
+                f(&t.diagonals, i * t.h + k)
             } else {
-                toeplitz[k] * (1.0 + 0.1 * g.next())
+                (0..t.r)
+                    .map(|q| f(&t.left, i * t.r + q) * f(&t.right, j * t.r + q))
+                    .sum()
             }
-        }));
-        let left = encode_f32s((0..STEPS * r).map(|_| 0.3 * g.next()));
-        let right = encode_f32s((0..STEPS * r).map(|_| 0.3 * g.next()));
-        Self {
-            h,
-            r,
-            diagonals,
-            left,
-            right,
-        }
-    }
-
-    fn mechanism(&self) -> Mechanism<'_> {
-        Mechanism {
-            header: Header {
-                workload: Workload::PrefixSum,
-                steps: STEPS as u32,
-                participation: Participation::Single,
-                sensitivity: Sensitivity {
-                    value: 1.0,
-                    method: SensitivityMethod::MaxColumnNorm,
-                },
-                clip_norm: 1.0,
-                calibration: Some(Calibration {
-                    noise_multiplier: 1.0,
-                    target: None,
-                }),
-                error: ErrorSummary {
-                    sqrt_loss: 1.0,
-                    optimal_sqrt_loss: None,
-                    max_step_stddev: 1.0,
-                    final_step_stddev: 1.0,
-                },
-                generator: "bench",
-            },
-            decoder: Decoder::BandedLowRank(BandedLowRank {
-                band: self.h as u32,
-                rank: self.r as u32,
-                diagonals: F32Table::new(&self.diagonals).unwrap(),
-                left: F32Table::new(&self.left).unwrap(),
-                right: F32Table::new(&self.right).unwrap(),
-            }),
-        }
-    }
-
-    /// Row `i` of the dense decoder `B̂` (columns `0 ..= i`).
-    fn dense_row(&self, i: usize) -> Vec<f32> {
-        let f = |bytes: &[u8], idx: usize| F32Table::new(bytes).unwrap().get(idx).unwrap();
-        (0..=i)
-            .map(|j| {
-                let k = i - j;
-                if k < self.h {
-                    f(&self.diagonals, i * self.h + k)
-                } else {
-                    (0..self.r)
-                        .map(|q| f(&self.left, i * self.r + q) * f(&self.right, j * self.r + q))
-                        .sum()
-                }
-            })
-            .collect()
-    }
+        })
+        .collect()
 }
 
 /// Medians in ms of this thread's CPU time (what the step costs, even while other processes
@@ -217,7 +166,7 @@ fn repetitions(d: usize, quick: bool) -> usize {
 }
 
 fn input_row(d: usize) -> Vec<f32> {
-    let mut g = Coefficients(d as u64);
+    let mut g = Gen(d as u64);
     // Norm well above ζ = 1: clipping is active.
     (0..d).map(|_| g.next()).collect()
 }
@@ -225,7 +174,7 @@ fn input_row(d: usize) -> Vec<f32> {
 /// `Stream::step` after the state is warm, restarting the stream when its horizon is reached:
 /// the median CPU time in ms (for `MFC_BENCH_ONE`).
 fn stream<N: NoiseSource>(tables: &Tables, d: usize, reps: usize, noise: impl Fn() -> N) -> f64 {
-    let m = tables.mechanism();
+    let m = prefix_sums(tables);
     let mut workspace = vec![0.0f32; Stream::<N>::workspace_len(&m, d).unwrap()];
     let x = input_row(d);
     let mut release = vec![0.0f32; d];
@@ -259,7 +208,7 @@ fn interleaved<N: NoiseSource>(
         "one stream per shape covers all repetitions"
     );
     let (t44, t66) = (&tables[0], &tables[1]);
-    let (m44, m66) = (t44.mechanism(), t66.mechanism());
+    let (m44, m66) = (prefix_sums(t44), prefix_sums(t66));
     let mut w44 = vec![0.0f32; Stream::<N>::workspace_len(&m44, d).unwrap()];
     let mut w66 = vec![0.0f32; Stream::<N>::workspace_len(&m66, d).unwrap()];
     let mut wpass = vec![0.0f32; Stream::<N>::workspace_len(&m66, d).unwrap()];
@@ -313,7 +262,7 @@ fn parallel_pair<N: NoiseSource + Send>(
     noise: impl Fn() -> N,
 ) -> [f64; 2] {
     assert!(reps + 8 <= STEPS);
-    let m = tables.mechanism();
+    let m = prefix_sums(tables);
     let len = Stream::<N>::workspace_len(&m, d).unwrap();
     let (mut w1, mut w2) = (vec![0.0f32; len], vec![0.0f32; len]);
     let mut one = ParallelStream::new(m, d, 1, &mut w1, || Ok(noise())).unwrap();
@@ -353,7 +302,7 @@ fn prefetch_quartet<N: NoiseSource + Send + 'static>(
     noise: impl Fn() -> N + Copy,
 ) -> [f64; 4] {
     assert!(PREFETCH_ROUNDS * (per_round + 1) + 8 <= STEPS);
-    let m = tables.mechanism();
+    let m = prefix_sums(tables);
     let len = Stream::<N>::workspace_len(&m, d).unwrap();
     let mut workspaces = [(); 3].map(|_| vec![0.0f32; len]);
     let [w0, w1, w2] = &mut workspaces;
@@ -410,7 +359,7 @@ fn dense<N: NoiseSource>(tables: &Tables, noise: &mut N, d: usize, reps: usize) 
     for (j, row) in rows.chunks_exact_mut(d).enumerate() {
         noise.fill_standard_normal(j as u64, 0, row);
     }
-    let b = tables.dense_row(n - 1);
+    let b = dense_row(tables, n - 1);
     let x = input_row(d);
     let mut sum = vec![0.0f32; d];
     let mut release = vec![0.0f32; d];
@@ -485,14 +434,14 @@ fn vm_hwm_mib() -> Option<f64> {
 /// Child mode: one d = 10⁶ stream of (h, r), a few steps, then its peak memory.
 fn peak_memory_child(h: usize, r: usize) {
     let d = 1_000_000;
-    let tables = Tables::new(h, r);
+    let tables = prefix_sum_tables(h, r);
     // The input row is the caller's data, not the stream's: allocated and touched before.
     let x = input_row(d);
     let before = vm_hwm_mib().unwrap_or(0.0);
     let base = IN_USE.load(Ordering::Relaxed);
     PEAK.store(base, Ordering::Relaxed);
     {
-        let m = tables.mechanism();
+        let m = prefix_sums(&tables);
         let mut workspace = vec![0.0f32; Stream::<ChaChaNoise>::workspace_len(&m, d).unwrap()];
         let mut release = vec![0.0f32; d];
         let mut s =
@@ -518,7 +467,7 @@ fn main() {
     if let Ok(spec) = std::env::var("MFC_BENCH_ONE") {
         // h,r,d,steps,generator (0 ChaCha20, 1 simulation, 2 no draw): one median, for A/B runs.
         let v: Vec<usize> = spec.split(',').map(|s| s.parse().unwrap()).collect();
-        let t = Tables::new(v[0], v[1]);
+        let t = prefix_sum_tables(v[0], v[1]);
         let ms = match v[4] {
             0 => stream(&t, v[2], v[3], || ChaChaNoise::from_seed(SEED).unwrap()),
             1 => stream(&t, v[2], v[3], || {
@@ -533,7 +482,10 @@ fn main() {
     let chacha = || ChaChaNoise::from_seed(SEED).unwrap();
     let simulation = || InsecureSimulationNoise::from_seed(SEED).unwrap();
     let shapes = [(4, 4), (6, 6)];
-    let tables: Vec<Tables> = shapes.iter().map(|&(h, r)| Tables::new(h, r)).collect();
+    let tables: Vec<Tables> = shapes
+        .iter()
+        .map(|&(h, r)| prefix_sum_tables(h, r))
+        .collect();
     println!(
         "mfc-runtime: time per step in ms (median), f32, blob n = {STEPS}; ratio = time / floor"
     );
