@@ -158,9 +158,7 @@ fn run() -> Result<(), Error> {
         stream.checkpoint(&blob, &counter, &mut slot)?;
         checkpointing += timer.since(t);
         counter.record(&stream)?;
-        checksum = release
-            .iter()
-            .fold(checksum, |c, x| c.rotate_left(5) ^ x.to_bits());
+        checksum = scenario::fold_checksum(checksum, &release);
     }
     let stack_bytes = stack.used();
     drop(stream);
@@ -213,9 +211,7 @@ fn run() -> Result<(), Error> {
         let t = timer.now();
         stream.step(black_box(&input), &mut release)?;
         stepping += timer.since(t);
-        checksum = release
-            .iter()
-            .fold(checksum, |c, x| c.rotate_left(5) ^ x.to_bits());
+        checksum = scenario::fold_checksum(checksum, &release);
     }
     let stack_bytes = stack.used();
     let empty = timer.overhead();

@@ -30,6 +30,14 @@ pub fn events(step: u32, out: &mut [f32]) {
     }
 }
 
+/// `checksum` with the bits of `row` folded in: what the budget programs print, so that no
+/// release can be optimized away. (The telemetry build does not use it.)
+#[allow(dead_code)]
+pub fn fold_checksum(checksum: u32, row: &[f32]) -> u32 {
+    row.iter()
+        .fold(checksum, |c, x| c.rotate_left(5) ^ x.to_bits())
+}
+
 /// One release line: `release <step>:` then each coordinate as its f32 bits in hex (exact), then
 /// `|` and each coordinate to three decimals (for reading; truncated, from the same bits).
 pub fn write_release(w: &mut impl Write, step: u32, release: &[f32]) -> fmt::Result {

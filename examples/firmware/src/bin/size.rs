@@ -94,9 +94,7 @@ fn run() -> Result<u32, Failure> {
             stream.checkpoint(&blob, &counter, &mut slot)?;
             counter.record(&stream)?;
         }
-        checksum = release
-            .iter()
-            .fold(checksum, |c, x| c.rotate_left(5) ^ x.to_bits());
+        checksum = scenario::fold_checksum(checksum, &release);
     }
     #[cfg(feature = "size-checkpoint")]
     {
@@ -126,9 +124,7 @@ fn run() -> Result<u32, Failure> {
     for step in 0..stream.horizon() {
         scenario::events(step, &mut input);
         stream.step(black_box(&input), &mut release)?;
-        checksum = release
-            .iter()
-            .fold(checksum, |c, x| c.rotate_left(5) ^ x.to_bits());
+        checksum = scenario::fold_checksum(checksum, &release);
     }
     Ok(checksum)
 }
@@ -144,9 +140,7 @@ fn run() -> Result<u32, Failure> {
     let mut input = [0.0f32; DIM];
     for step in 0..config::STEPS {
         scenario::events(step, &mut input);
-        checksum = black_box(&input)
-            .iter()
-            .fold(checksum, |c, x| c.rotate_left(5) ^ x.to_bits());
+        checksum = scenario::fold_checksum(checksum, black_box(&input));
     }
     if black_box(checksum) == 0 {
         return Err(black_box(1));
