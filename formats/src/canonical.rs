@@ -31,7 +31,8 @@ impl<'de> Flavor<'de> for Canonical<'de> {
     type Source = &'de [u8];
 
     // Not inlined: postcard calls it from every varint loop of every type, and the extra test
-    // copied into each cost the device 568 bytes of flash (`examples/firmware/budget.sh`).
+    // copied into each cost the device 568 bytes of flash (`examples/firmware/budget.sh` on a
+    // development build without this attribute).
     #[inline(never)]
     fn pop(&mut self) -> postcard::Result<u8> {
         let byte = self.bytes.pop()?;
