@@ -153,6 +153,7 @@ fn banded_blob(n: usize, h: usize, r: usize) -> Vec<u8> {
             workload: Workload::PrefixSum,
             steps: n as u32,
             participation: StoredParticipation::Single,
+            neighbouring: mfc_formats::Neighbouring::AddOrRemove,
             sensitivity: Sensitivity {
                 value: 1.0,
                 method: SensitivityMethod::MaxColumnNorm,
@@ -197,6 +198,7 @@ fn replay(block: usize) {
             noise_multiplier: 1.0,
             target: None,
         }),
+        ..BlobOptions::default()
     };
     let mut blobs = vec![("banded (h, r) = (6, 5)".to_string(), banded_blob(n, 6, 5))];
     for kind in [FftKind::Circulant, FftKind::OptimalDecoder] {

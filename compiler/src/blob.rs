@@ -6,7 +6,7 @@
 
 use mfc_formats::{
     BandedLowRank as StoredBandedLowRank, Calibration, Decoder, ErrorSummary, Header, Mechanism,
-    Sensitivity, Workload as StoredWorkload, encode_f32s,
+    Neighbouring, Sensitivity, Workload as StoredWorkload, encode_f32s,
 };
 
 use crate::mechanism::CompiledMechanism;
@@ -20,6 +20,9 @@ pub struct BlobOptions {
     pub clip_norm: f64,
     /// The calibrated noise multiplier, if any.
     pub calibration: Option<Calibration>,
+    /// The neighbouring relation the calibration is for: replace-one records twice the
+    /// sensitivity of the encoder, so every noise figure doubles.
+    pub neighbouring: Neighbouring,
 }
 
 impl Default for BlobOptions {
@@ -27,7 +30,21 @@ impl Default for BlobOptions {
         Self {
             clip_norm: 1.0,
             calibration: None,
+            neighbouring: Neighbouring::AddOrRemove,
         }
+    }
+}
+
+/// How much `neighbouring` scales the encoder's sensitivity (and so every noise figure): the
+/// input moves by one record's contribution under add/remove, by the difference of two under
+/// replace-one (`mfc_formats::Neighbouring`).
+pub fn neighbouring_factor(neighbouring: Neighbouring) -> Result<f64> {
+    match neighbouring {
+        Neighbouring::AddOrRemove => Ok(1.0),
+        Neighbouring::ReplaceOne => Ok(2.0),
+        other => Err(Error::InvalidOption(format!(
+            "unknown neighbouring relation {other:?}"
+        ))),
     }
 }
 
@@ -68,20 +85,24 @@ fn header<'a>(
     shipped: Shipped<'_>,
     options: &BlobOptions,
 ) -> Result<Header<'a>> {
-    let stddev = shipped.per_step_variance.iter().map(|v| v.sqrt());
+    // ×2 for replace-one is exact in floating point: the recorded sensitivity is twice the
+    // encoder's, and every error figure (in units of σ·ζ) doubles with it.
+    let factor = neighbouring_factor(options.neighbouring)?;
+    let stddev = shipped.per_step_variance.iter().map(|v| factor * v.sqrt());
     Ok(Header {
         workload,
         steps,
         participation: shipped.participation.to_format()?,
+        neighbouring: options.neighbouring,
         sensitivity: Sensitivity {
-            value: shipped.sensitivity,
+            value: factor * shipped.sensitivity,
             method: shipped.method,
         },
         clip_norm: options.clip_norm,
         calibration: options.calibration,
         error: ErrorSummary {
-            sqrt_loss: shipped.sqrt_loss,
-            optimal_sqrt_loss: shipped.optimal_sqrt_loss,
+            sqrt_loss: factor * shipped.sqrt_loss,
+            optimal_sqrt_loss: shipped.optimal_sqrt_loss.map(|x| factor * x),
             max_step_stddev: stddev.clone().fold(0.0, f64::max),
             final_step_stddev: stddev.clone().next_back().unwrap_or(0.0),
         },

@@ -227,13 +227,10 @@ pub fn compare(options: &CompareOptions, progress: &mut dyn FnMut(&str)) -> Resu
         });
     }
 
-    let p = match participation {
-        Participation::FixedEpochOrder { separation, .. } => {
-            options.toeplitz_bands.min(*separation)
-        }
-        Participation::Single => options.toeplitz_bands,
-    }
-    .clamp(1, n);
+    let p = participation
+        .separation()
+        .map_or(options.toeplitz_bands, |b| options.toeplitz_bands.min(b))
+        .clamp(1, n);
     progress(&format!("banded Toeplitz with {p} bands"));
     let c = optimize_banded_toeplitz(n, p, participation)?;
     rows.push(evaluate(

@@ -20,9 +20,9 @@ pub struct CompressOptions {
     pub max_sweeps: usize,
     /// Stop when a sweep lowers the objective by less than this fraction.
     pub tolerance: f64,
-    /// Gradient steps on the shipped loss after the fit
+    /// L-BFGS iterations on the shipped loss after the fit
     /// ([`refine_for_shipped_loss`](crate::mechanism::refine_for_shipped_loss), used by
-    /// [`compile_banded`](crate::mechanism::compile_banded)); `0` ships the plain ALS fit.
+    /// [`compile`](crate::mechanism::compile) under every schema); `0` ships the plain ALS fit.
     pub refine_iterations: usize,
 }
 

@@ -3,6 +3,7 @@
 //! sensitivity of the encoder that actually ships, calibrates the noise for a privacy target, and
 //! writes a versioned `.mfc` blob. The `mfc` binary is thin glue over this library.
 
+pub mod banded;
 pub mod blob;
 pub mod calibrate;
 pub mod compare;

@@ -7,8 +7,10 @@ use std::fmt;
 
 use serde::Serialize;
 
-use mfc_formats::SensitivityMethod;
+use mfc_formats::{Neighbouring, SensitivityMethod};
 
+use crate::Result;
+use crate::blob::{BlobOptions, neighbouring_factor};
 use crate::mechanism::CompiledMechanism;
 use crate::participation::Participation;
 
@@ -42,8 +44,12 @@ pub struct CompileReport {
     pub rank: usize,
     /// `sqrt(L)` of the mechanism that ships (f32 coefficients, sensitivity of `B̂⁻¹A`).
     pub sqrt_loss: f64,
-    /// The participation schema, e.g. `single` or `(k, b) = (6, 342)`.
+    /// The participation schema in words ([`Participation::describe`]).
     pub participation: String,
+    /// The neighbouring relation the privacy figures are for: `add-remove` or `replace-one`.
+    pub neighbouring: &'static str,
+    /// The unit of privacy in words ([`privacy_unit`]).
+    pub privacy_unit: String,
     /// How many times the block encoder is repeated (1: not stamped).
     pub stamps: usize,
     /// `sqrt(L)` of the uncompressed mechanism under the participation schema.
@@ -56,7 +62,8 @@ pub struct CompileReport {
     pub duality_gap: f64,
     /// Optimizer iterations run.
     pub iterations: usize,
-    /// The sensitivity recorded in the blob, computed from the stored coefficients.
+    /// The sensitivity recorded in the blob, computed from the stored coefficients (twice the
+    /// encoder's for replace-one neighbours).
     pub sensitivity: f64,
     /// How the sensitivity was computed.
     pub sensitivity_method: &'static str,
@@ -76,39 +83,81 @@ pub struct CompileReport {
     pub seconds: f64,
 }
 
-/// What a sensitivity method means, for the report.
-fn method_description(method: SensitivityMethod) -> &'static str {
+/// What a sensitivity method means, for reports and `mfc inspect`.
+pub fn method_description(method: SensitivityMethod) -> &'static str {
     match method {
         SensitivityMethod::MaxColumnNorm => {
-            "exact: max column norm of B̂⁻¹A (single participation), from the stored f32 coefficients"
+            "exact: max column norm of the encoder (single participation)"
         }
         SensitivityMethod::NonnegativeGram => {
-            "exact: max over patterns of sqrt(1ᵀX[π,π]1), X = ĈᵀĈ ≥ 0 on every pattern (001 Eq. 3), from the stored f32 coefficients"
+            "exact: max over patterns of sqrt(1ᵀX[π,π]1), X = ĈᵀĈ ≥ 0 on every pattern (001 Eq. 3)"
         }
         SensitivityMethod::AbsoluteGramBound => {
-            "upper bound: max over patterns of sqrt(Σ|X[π,π]|), exact where X[π,π] ≥ 0, from the stored f32 coefficients"
+            "upper bound: max over patterns of sqrt(Σ|X[π,π]|), X = ĈᵀĈ has negative entries"
         }
         SensitivityMethod::SpectralBound => {
-            "upper bound: sqrt(k)·max over patterns of ‖Ĉ[:,π]‖₂ (001 Thm 2.1), from the stored f32 coefficients"
+            "upper bound: sqrt(k)·max over patterns of ‖Ĉ[:,π]‖₂ (001 Thm 2.1)"
+        }
+        SensitivityMethod::GeneratorResidualBound => {
+            "upper bound: sens(ŶE)/(1 − ‖M̂T̂ − I‖₁) for the optimal FFT decoder"
+        }
+        SensitivityMethod::OrthogonalColumns => {
+            "exact: columns a pattern can hold are orthogonal, max over patterns of sqrt(Σ‖ĉ_i‖²) by dynamic programming"
+        }
+        SensitivityMethod::NonincreasingToeplitz => {
+            "exact: Toeplitz encoder with non-negative, non-increasing coefficients, worst pattern {0, b, 2b, …}"
+        }
+        SensitivityMethod::PatternSearchBound => {
+            "upper bound: branch and bound over patterns of sqrt(Σ|X[π,π]|), stopped at its budget"
+        }
+        SensitivityMethod::ToeplitzMajorantBound => {
+            "upper bound: the {0, b, 2b, …} pattern of the non-increasing majorant of |c|"
         }
         _ => "unknown method",
     }
 }
 
+/// `add-remove` or `replace-one`, as the CLI spells the relation.
+pub fn neighbouring_name(neighbouring: Neighbouring) -> &'static str {
+    match neighbouring {
+        Neighbouring::AddOrRemove => "add-remove",
+        Neighbouring::ReplaceOne => "replace-one",
+        _ => "unknown",
+    }
+}
+
+/// The unit of privacy in words, as every report and `mfc inspect` print it next to `(ε, δ)`:
+/// what one record contributes and which datasets are neighbours.
+pub fn privacy_unit(
+    participation: &Participation,
+    neighbouring: Neighbouring,
+    clip_norm: f64,
+) -> String {
+    let relation = match neighbouring {
+        Neighbouring::ReplaceOne => "replacing one record by another (sensitivity doubled)",
+        _ => "adding or removing one record",
+    };
+    format!(
+        "one record: its input rows, each clipped to ζ = {clip_norm} (a whole step's row when a step holds one record), under {}; neighbouring datasets differ by {relation}",
+        participation.describe()
+    )
+}
+
 impl CompileReport {
-    /// Assembles the report of a compiled mechanism.
+    /// Assembles the report of a compiled mechanism written with `options`.
     pub fn new(
         workload: String,
         compiled: &CompiledMechanism,
-        clip_norm: f64,
-        calibration: Option<mfc_formats::Calibration>,
+        options: &BlobOptions,
         blob_bytes: usize,
-    ) -> Self {
+    ) -> Result<Self> {
         let c = &compiled.compressed;
+        let factor = neighbouring_factor(options.neighbouring)?;
+        let (clip_norm, calibration) = (options.clip_norm, options.calibration);
         let step_stddev: Vec<f64> = compiled
             .per_step_variance
             .iter()
-            .map(|v| v.sqrt())
+            .map(|v| factor * v.sqrt())
             .collect();
         let max_stddev = step_stddev.iter().copied().fold(0.0, f64::max);
         let privacy = calibration.map(|cal| PrivacyReport {
@@ -116,29 +165,26 @@ impl CompileReport {
             epsilon: cal.target.map(|t| t.epsilon),
             delta: cal.target.map(|t| t.delta),
             zcdp_rho: crate::calibrate::zcdp_rho(cal.noise_multiplier),
-            rmse_per_step: cal.noise_multiplier * clip_norm * compiled.sqrt_loss
+            rmse_per_step: cal.noise_multiplier * clip_norm * factor * compiled.sqrt_loss
                 / (c.steps as f64).sqrt(),
             max_stddev_per_step: cal.noise_multiplier * clip_norm * max_stddev,
         });
-        Self {
+        Ok(Self {
             workload,
             steps: c.steps,
             band: c.band,
             rank: c.rank,
-            sqrt_loss: compiled.sqrt_loss,
-            participation: match compiled.participation {
-                Participation::Single => "single".into(),
-                Participation::FixedEpochOrder { epochs, separation } => {
-                    format!("(k, b) = ({epochs}, {separation})")
-                }
-            },
+            sqrt_loss: factor * compiled.sqrt_loss,
+            participation: compiled.participation.describe(),
+            neighbouring: neighbouring_name(options.neighbouring),
+            privacy_unit: privacy_unit(&compiled.participation, options.neighbouring, clip_norm),
             stamps: compiled.stamps,
-            optimal_sqrt_loss: compiled.optimal_sqrt_loss,
+            optimal_sqrt_loss: factor * compiled.optimal_sqrt_loss,
             lower_bound_sqrt_loss: (compiled.stamps == 1)
-                .then(|| compiled.optimum.dual_bound.max(0.0).sqrt()),
+                .then(|| factor * compiled.optimum.dual_bound.max(0.0).sqrt()),
             duality_gap: compiled.optimum.relative_gap,
             iterations: compiled.optimum.iterations,
-            sensitivity: compiled.sensitivity,
+            sensitivity: factor * compiled.sensitivity,
             sensitivity_method: method_description(compiled.sensitivity_method),
             clip_norm,
             step_stddev,
@@ -147,7 +193,7 @@ impl CompileReport {
             runtime_floats_per_coordinate: c.band + c.rank + 1,
             out: None,
             seconds: 0.0,
-        }
+        })
     }
 }
 
@@ -204,7 +250,11 @@ impl fmt::Display for CompileReport {
             Some(p) => {
                 write!(f, "privacy             σ = {:.6}", p.noise_multiplier)?;
                 if let (Some(e), Some(d)) = (p.epsilon, p.delta) {
-                    write!(f, "  for (ε, δ) = ({e}, {d:e})")?;
+                    write!(
+                        f,
+                        "  for (ε, δ) = ({e}, {d:e}), {} neighbours",
+                        self.neighbouring
+                    )?;
                 }
                 writeln!(
                     f,
@@ -217,6 +267,7 @@ impl fmt::Display for CompileReport {
                 "privacy             not calibrated (the caller supplies σ)"
             )?,
         }
+        writeln!(f, "unit of privacy     {}", self.privacy_unit)?;
         writeln!(
             f,
             "runtime memory      (h + r + 1)·d = {}·d floats",

@@ -19,8 +19,10 @@
 //!   optimized for a horizon `n` (total squared error), starting from least-squares fits of `ω`
 //!   to the square root's `r` for several spreads of `θ`.
 
+use mfc_formats::SensitivityMethod;
+
 use crate::lbfgs::{Point, minimize};
-use crate::participation::Participation;
+use crate::participation::{Participation, Sensitivity};
 use crate::{Error, Result};
 
 /// The error of a Toeplitz factorization of the prefix sum over `n` steps (single
@@ -48,30 +50,106 @@ pub fn inverse_series(c: &[f64], n: usize) -> Vec<f64> {
     r
 }
 
-/// `‖|C| u‖²` for `u` the indicator of the first participation pattern `{0, b, 2b, …}` (at most
-/// `k` steps), `|C|` the entrywise absolute value: an upper bound on the squared sensitivity of
-/// the Toeplitz encoder `C` (`|X_ij| ≤ (|C|ᵀ|C|)_ij`, then 001 Eq. 3 for the non-negative
-/// `|C|`, whose worst pattern is the first: shifting a pattern later only truncates non-negative
-/// sums), and exact when `c ≥ 0`. The optimizers minimize it; reports recompute the sensitivity
-/// with `participation::sensitivity`.
-pub fn first_pattern_sensitivity2(c: &[f64], n: usize, participation: &Participation) -> f64 {
+/// The sensitivity of the lower-triangular Toeplitz encoder `C = T(c)` over `horizon` steps
+/// (`c` its first column, zero past `c.len()`), in `O(horizon·k)`:
+///
+/// - single participation: the first column's norm (the longest column);
+/// - `c` with at most `b` entries (a banded encoder with `≤ b` bands): columns a pattern can hold
+///   are orthogonal and the column norms do not increase, so `{0, b, 2b, …}` is the worst
+///   pattern ([`OrthogonalColumns`](SensitivityMethod::OrthogonalColumns), exact);
+/// - fixed epoch order: `‖|C| u‖²` for `u` the indicator of `{0, b, …}`: `|X_ij| ≤ (|C|ᵀ|C|)_ij`,
+///   and for the non-negative `|C|` shifting a pattern later only truncates non-negative sums,
+///   so the first window is the worst (exact, [`NonnegativeGram`], when `c ≥ 0`);
+/// - `b`-min-separation: the same with `|c|` replaced by its smallest non-increasing majorant
+///   `ĉ_t = max_{t' ≥ t} |c_{t'}|`. The Gram entries of `T(ĉ)`, `Σ_s ĉ_s ĉ_{s+δ}` truncated at the
+///   horizon, do not increase with the gap `δ` nor with the later step, and moving the `p`-th
+///   step of any pattern to `p·b` shrinks every gap and every index, so `{0, b, …}` is the worst
+///   pattern. Exact ([`NonincreasingToeplitz`]) when `c` is itself non-negative and
+///   non-increasing, else an upper bound ([`ToeplitzMajorantBound`]).
+///
+/// [`NonnegativeGram`]: SensitivityMethod::NonnegativeGram
+/// [`NonincreasingToeplitz`]: SensitivityMethod::NonincreasingToeplitz
+/// [`ToeplitzMajorantBound`]: SensitivityMethod::ToeplitzMajorantBound
+pub fn toeplitz_sensitivity(
+    c: &[f64],
+    horizon: usize,
+    participation: &Participation,
+) -> Sensitivity {
+    let c = &c[..c.len().min(horizon)];
+    let square = |x: f64| x * x;
     let (k, b) = match *participation {
-        Participation::Single => (1, n),
+        Participation::Single => {
+            return Sensitivity {
+                value: c.iter().copied().map(square).sum::<f64>().sqrt(),
+                method: SensitivityMethod::MaxColumnNorm,
+            };
+        }
         Participation::FixedEpochOrder { epochs, separation } => (epochs, separation),
+        Participation::MinSeparation {
+            max_participations,
+            min_separation,
+        } => (max_participations, min_separation),
     };
-    let mut column = vec![0.0; n];
-    for start in (0..n).step_by(b).take(k) {
-        for (t, &ck) in c.iter().take(n - start).enumerate() {
-            column[start + t] += ck.abs();
+    let starts = || (0..horizon).step_by(b).take(k);
+    if c.len() <= b {
+        // Column j has norm² Σ_{t < horizon − j} c_t².
+        let mut tail = vec![0.0; c.len() + 1];
+        for t in (0..c.len()).rev() {
+            tail[t] = tail[t + 1] + square(c[t]);
+        }
+        let value: f64 = starts()
+            .map(|s| tail[0] - tail[c.len().min(horizon - s)])
+            .sum();
+        return Sensitivity {
+            value: value.sqrt(),
+            method: SensitivityMethod::OrthogonalColumns,
+        };
+    }
+    let (column, method): (Vec<f64>, _) = match participation {
+        Participation::MinSeparation { .. } => {
+            let mut majorant: Vec<f64> = c.iter().map(|x| x.abs()).collect();
+            for t in (0..majorant.len().saturating_sub(1)).rev() {
+                majorant[t] = majorant[t].max(majorant[t + 1]);
+            }
+            let exact = majorant.iter().zip(c).all(|(m, x)| m == x);
+            (
+                majorant,
+                if exact {
+                    SensitivityMethod::NonincreasingToeplitz
+                } else {
+                    SensitivityMethod::ToeplitzMajorantBound
+                },
+            )
+        }
+        _ => (
+            c.iter().map(|x| x.abs()).collect(),
+            if c.iter().all(|&x| x >= 0.0) {
+                SensitivityMethod::NonnegativeGram
+            } else {
+                SensitivityMethod::AbsoluteGramBound
+            },
+        ),
+    };
+    // Σ_t (Σ_{s ∈ first pattern} column_{t−s})² over t below the horizon.
+    let span = (starts().next_back().unwrap_or(0) + column.len()).min(horizon);
+    let mut sum = vec![0.0; span];
+    for s in starts() {
+        for (t, &x) in column.iter().enumerate() {
+            if let Some(v) = sum.get_mut(s + t) {
+                *v += x;
+            }
         }
     }
-    column.iter().map(|x| x * x).sum()
+    Sensitivity {
+        value: sum.into_iter().map(square).sum::<f64>().sqrt(),
+        method,
+    }
 }
 
 /// The loss of the encoder `C = T(c)` (first `n` coefficients of `c`, missing ones zero) with
 /// decoder `B = S C⁻¹`, from the decoder's coefficients `r = 1/c` (both given).
 fn prefix_error(c: &[f64], r: &[f64], n: usize, participation: &Participation) -> ToeplitzError {
-    let sens2 = first_pattern_sensitivity2(c, n, participation);
+    let sens2 = toeplitz_sensitivity(c, n, participation).value.powi(2);
     let mut b = 0.0;
     let mut row = 0.0;
     let mut per_step_variance = Vec::with_capacity(n);
@@ -299,8 +377,8 @@ impl Blt {
         Some(Blt { theta, omega })
     }
 
-    /// The error over `n` steps under `participation` (first-pattern sensitivity, exact for
-    /// `c ≥ 0`; see [`first_pattern_sensitivity2`]).
+    /// The error over `n` steps under `participation` (sensitivity by
+    /// [`toeplitz_sensitivity`]).
     pub fn error(&self, n: usize, participation: &Participation) -> ToeplitzError {
         prefix_error(
             &self.encoder_coefficients(n),
@@ -509,8 +587,8 @@ fn encoder_series(blt: &Blt, horizon: usize) -> Result<Vec<f64>> {
 }
 
 /// Rounds `blt` to `f32` and computes the sensitivity of the stored parameters over `horizon`
-/// steps under `participation` (first pattern of `|C|`, exact when `c ≥ 0`; see
-/// [`first_pattern_sensitivity2`]), and the error over the design horizon `n`.
+/// steps under `participation` ([`toeplitz_sensitivity`]), and the error over the design horizon
+/// `n`.
 pub fn compile_blt(
     blt: &Blt,
     n: usize,
@@ -530,28 +608,11 @@ pub fn compile_blt(
         return Err(Error::Numerical("a BLT decay rounds outside (0, 1)".into()));
     }
     let c = encoder_series(&stored, horizon)?;
-    // The first pattern over the horizon: starts 0, b, 2b, … (< horizon), each a shifted |c|.
-    let (k, b) = match *participation {
-        Participation::Single => (1, horizon),
-        Participation::FixedEpochOrder { epochs, separation } => (epochs, separation),
-    };
-    let starts: Vec<usize> = (0..horizon).step_by(b).take(k).collect();
-    let span = starts.last().copied().unwrap_or(0) + c.len();
-    let mut column = vec![0.0; span.min(horizon)];
-    for &start in &starts {
-        for (t, &ck) in c.iter().enumerate() {
-            if let Some(v) = column.get_mut(start + t) {
-                *v += ck.abs();
-            }
-        }
-    }
-    let sens2: f64 = column.iter().map(|x| x * x).sum();
-    let nonnegative = c.iter().all(|&x| x >= 0.0);
-    let sensitivity_method = match (participation, nonnegative) {
-        (Participation::Single, _) => mfc_formats::SensitivityMethod::MaxColumnNorm,
-        (_, true) => mfc_formats::SensitivityMethod::NonnegativeGram,
-        (_, false) => mfc_formats::SensitivityMethod::AbsoluteGramBound,
-    };
+    let Sensitivity {
+        value: sensitivity,
+        method: sensitivity_method,
+    } = toeplitz_sensitivity(&c, horizon, participation);
+    let sens2 = sensitivity * sensitivity;
     let r = stored.decoder_coefficients(n);
     let (mut acc, mut row) = (0.0, 0.0);
     let per_step_variance: Vec<f64> = r
@@ -568,7 +629,7 @@ pub fn compile_blt(
         horizon,
         design_steps: n,
         participation: *participation,
-        sensitivity: sens2.sqrt(),
+        sensitivity,
         sensitivity_method,
         per_step_variance,
     })
@@ -614,18 +675,6 @@ mod tests {
             assert!((e.sensitivity - sens).abs() < 1e-12);
             assert!((e.loss - sens * sens * b.squared_norm_l2()).abs() < 1e-9 * e.loss);
         }
-        // The first-pattern sensitivity is the exact (k, b) one for a non-negative encoder.
-        let c = blt.encoder_coefficients(n);
-        assert!(c.iter().all(|&x| x >= 0.0));
-        for p in [
-            Participation::fixed_epoch_order(3, 7).unwrap(),
-            Participation::fixed_epoch_order(5, 4).unwrap(),
-        ] {
-            let exact =
-                crate::participation::sensitivity(dense_toeplitz(&c, n).as_ref(), &p).unwrap();
-            let fast = first_pattern_sensitivity2(&c, n, &p).sqrt();
-            assert!((exact.value - fast).abs() < 1e-12, "{exact:?} vs {fast}");
-        }
         // The BLT's decoder side is the inverse of its encoder.
         let r = blt.decoder_coefficients(n);
         let c = blt.encoder_coefficients(n);
@@ -636,6 +685,56 @@ mod tests {
         let b =
             &Workload::PrefixSum.matrix(n).unwrap() * dense_toeplitz(&inverse_series(&sq, n), n);
         assert!((&b - dense_toeplitz(&sq, n)).norm_max() < 1e-12);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+
+        /// The Toeplitz formulas against brute force over every maximal pattern and sign vector
+        /// of the dense encoder, for both schemas: exact methods equal it, bounds are at least
+        /// it. The shapes reach every method: non-negative non-increasing (a BLT's encoder),
+        /// non-negative, any sign, and short (banded) columns.
+        #[test]
+        fn toeplitz_sensitivity_matches_brute_force(
+            n in 2usize..11,
+            k in 2usize..5,
+            b in 1usize..5,
+            raw in proptest::collection::vec(-1.0f64..1.0, 10),
+            shape in 0u8..4,
+            length in 1usize..11,
+        ) {
+            let mut c: Vec<f64> = raw[..length.min(n)].to_vec();
+            c[0] = 1.0;
+            match shape {
+                0 => {
+                    c.iter_mut().for_each(|x| *x = x.abs());
+                    c.sort_by(|p, q| q.total_cmp(p));
+                }
+                1 => c.iter_mut().for_each(|x| *x = x.abs()),
+                _ => {}
+            }
+            if shape == 3 {
+                c.truncate(b);
+            }
+            let dense = dense_toeplitz(&c, n);
+            for p in [
+                Participation::fixed_epoch_order(k, b).unwrap(),
+                Participation::min_separation(k, b).unwrap(),
+                Participation::Single,
+            ] {
+                let truth = crate::participation::brute_force_sensitivity(dense.as_ref(), &p).unwrap();
+                let s = toeplitz_sensitivity(&c, n, &p);
+                if s.method.is_exact() {
+                    proptest::prop_assert!((s.value - truth).abs() <= 1e-12 * truth.max(1.0),
+                        "{p:?} {:?}: {} vs {truth}, c = {c:?}", s.method, s.value);
+                } else {
+                    proptest::prop_assert!(s.value >= truth * (1.0 - 1e-12), "{p:?} {s:?} < {truth}");
+                }
+                if shape == 0 || shape == 3 {
+                    proptest::prop_assert!(s.method.is_exact(), "{p:?} {s:?} for c = {c:?}");
+                }
+            }
+        }
     }
 
     /// An independent computation gives √L = 150.72 for the square root at n = 2048.

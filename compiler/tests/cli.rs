@@ -193,28 +193,71 @@ fn calibrate_answers_both_directions() {
 fn compile_momentum_with_cooldown_for_multiple_epochs() {
     let out = temp("momentum.mfc");
     let report = mfc_json(&args(
-        "compile --workload momentum:0.95 --cooldown 16:0.05 --steps 64 --epochs 4 --min-sep 16 \
+        "compile --workload momentum:0.95 --cooldown 16:0.05 --steps 64 --epochs 4 --every 16 \
          --band 4 --rank 3 --out {} --json",
         &[&out],
     ));
-    assert_eq!(report["participation"], "(k, b) = (4, 16)");
+    let fixed =
+        "fixed epoch order (k, b) = (4, 16): each record in at most 4 steps, exactly 16 apart";
+    assert_eq!(report["participation"], fixed);
     assert_eq!(report["step_stddev"].as_array().unwrap().len(), 64);
     assert!(report["duality_gap"].as_f64().unwrap() <= 1e-4);
     let inspected = mfc_json(&args("inspect {} --json", &[&out]));
-    assert_eq!(inspected["participation"], "(k, b) = (4, 16)");
+    assert_eq!(inspected["participation"], fixed);
     assert_eq!(inspected["sensitivity"], report["sensitivity"]);
 
-    // A cooldown without momentum, an unparsable β and a lone --epochs are refused with code 2.
-    for bad in [
-        "--workload prefix --cooldown 4:0.1",
-        "--workload momentum:fast",
-        "--workload prefix --epochs 2",
+    // A cooldown without momentum, an unparsable β, a lone --epochs, a lone separation and
+    // both separations at once are refused with code 2, naming the option.
+    for (bad, named) in [
+        ("--workload prefix --cooldown 4:0.1", "--cooldown"),
+        ("--workload momentum:fast", "momentum"),
+        ("--workload prefix --epochs 2", "--epochs 2"),
+        ("--workload prefix --min-sep 4", "--min-sep 4"),
+        ("--workload prefix --every 4", "--every 4"),
+        (
+            "--workload prefix --epochs 2 --min-sep 4 --every 4",
+            "--min-sep",
+        ),
+        ("--workload prefix --epochs 2 --min-sep 0", "--min-sep 0"),
+        (
+            "--workload prefix --neighbouring swap-one",
+            "--neighbouring swap-one",
+        ),
     ] {
-        assert_refused(&args(
+        let err = assert_refused(&args(
             &["compile --steps 32 --out {}", bad].join(" "),
             &[&out],
         ));
+        assert!(err.contains(named), "{bad}: {err}");
     }
+}
+
+/// Issue 15: `--min-sep b` is b-min-separation as the field names it (participations AT LEAST b
+/// apart); the blob, the report and `inspect` say so, and the relation is stated next to (ε, δ).
+#[test]
+fn min_sep_means_at_least_b_apart() {
+    let out = temp("min-sep.mfc");
+    let report = mfc_json(&args(
+        "compile --steps 48 --epochs 2 --min-sep 12 --band 4 --rank 2 --epsilon 2 --delta 1e-6 \
+         --neighbouring replace-one --out {} --json",
+        &[&out],
+    ));
+    let schema = "min-separation (k, b) = (2, 12): each record in at most 2 steps, any two at least 12 apart";
+    assert_eq!(report["participation"], schema);
+    assert_eq!(report["neighbouring"], "replace-one");
+    let inspected = mfc_json(&args("inspect {} --json", &[&out]));
+    assert_eq!(inspected["participation"], schema);
+    assert_eq!(inspected["neighbouring"], "replace-one");
+    assert_eq!(inspected["sensitivity"], report["sensitivity"]);
+    // Replace-one records twice the encoder's sensitivity, which compiles to about 1.
+    let s = inspected["sensitivity"].as_f64().unwrap();
+    assert!((s - 2.0).abs() < 1e-3, "{s}");
+    let text = stdout(&mfc(&args("inspect {}", &[&out])));
+    assert!(
+        text.contains("(ε, δ) = (2, 1e-6), replace-one neighbours"),
+        "{text}"
+    );
+    assert!(text.contains("any two at least 12 apart"), "{text}");
 }
 
 #[test]

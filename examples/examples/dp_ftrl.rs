@@ -169,6 +169,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 noise_multiplier: sigma,
                 target: None,
             }),
+            ..BlobOptions::default()
         },
     )?;
     let mechanism = Mechanism::from_bytes(&bytes)?;

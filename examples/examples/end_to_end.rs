@@ -39,17 +39,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let options = BlobOptions {
         clip_norm: 1.0,
         calibration: Some(calibration),
+        ..BlobOptions::default()
     };
     let bytes = blob::encode(&compiled, &workload, &options)?;
     let path = std::env::temp_dir().join("mfc-end-to-end.mfc");
     std::fs::write(&path, &bytes)?;
-    let mut report = CompileReport::new(
-        "prefix".into(),
-        &compiled,
-        1.0,
-        Some(calibration),
-        bytes.len(),
-    );
+    let mut report = CompileReport::new("prefix".into(), &compiled, &options, bytes.len())?;
     report.seconds = started.elapsed().as_secs_f64();
     print!("{report}");
     println!("wrote {}\n", path.display());

@@ -43,6 +43,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 noise_multiplier: sigma,
                 target: Some(PrivacyTarget { epsilon, delta }),
             }),
+            ..BlobOptions::default()
         },
     )?;
     let mechanism = Mechanism::from_bytes(&bytes)?;

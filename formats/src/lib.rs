@@ -27,10 +27,11 @@ mod mechanism;
 mod table;
 
 pub use error::Error;
+use mechanism::Extension;
 pub use mechanism::MAX_BLT_BUFFERS;
 pub use mechanism::{
     BandedLowRank, Blt, Calibration, Decoder, ErrorSummary, Fft, FftKind, Header, Mechanism,
-    Participation, PrivacyTarget, Sensitivity, SensitivityMethod, Workload,
+    Neighbouring, Participation, PrivacyTarget, Sensitivity, SensitivityMethod, Workload,
 };
 pub use table::F32Table;
 #[cfg(feature = "alloc")]
@@ -106,8 +107,15 @@ impl<'a> Mechanism<'a> {
     /// an [`Error`].
     pub fn from_bytes(bytes: &'a [u8]) -> Result<Self, Error> {
         let payload = payload(bytes)?;
-        let (mechanism, rest): (Mechanism<'a>, _) =
+        let (mut mechanism, mut rest): (Mechanism<'a>, _) =
             canonical::take_from_bytes(payload).map_err(|_| Error::MalformedPayload)?;
+        // The trailing extensions (SPEC.md): at most one of each, none holding its default.
+        if !rest.is_empty() {
+            let extension: Extension;
+            (extension, rest) =
+                canonical::take_from_bytes(rest).map_err(|_| Error::MalformedPayload)?;
+            extension.apply(&mut mechanism.header)?;
+        }
         if !rest.is_empty() {
             return Err(Error::TrailingPayload);
         }
@@ -119,9 +127,15 @@ impl<'a> Mechanism<'a> {
     pub fn write_to<'b>(&self, buf: &'b mut [u8]) -> Result<&'b mut [u8], Error> {
         self.validate()?;
         let body = buf.get_mut(PREFIX_LEN..).ok_or(Error::BufferTooSmall)?;
-        let written = postcard::to_slice(self, body)
+        let mut written = postcard::to_slice(self, body)
             .map_err(|_| Error::BufferTooSmall)?
             .len();
+        if let Some(extension) = Extension::of(&self.header) {
+            let tail = body.get_mut(written..).ok_or(Error::BufferTooSmall)?;
+            written += postcard::to_slice(&extension, tail)
+                .map_err(|_| Error::BufferTooSmall)?
+                .len();
+        }
         let declared = u32::try_from(written).map_err(|_| Error::BufferTooSmall)?;
         let end = PREFIX_LEN + written;
         if buf.len() < end + CHECKSUM_LEN {
@@ -140,7 +154,11 @@ impl<'a> Mechanism<'a> {
     #[cfg(feature = "alloc")]
     pub fn to_vec(&self) -> Result<alloc::vec::Vec<u8>, Error> {
         self.validate()?;
-        let payload = postcard::to_allocvec(self).map_err(|_| Error::BufferTooSmall)?;
+        let mut payload = postcard::to_allocvec(self).map_err(|_| Error::BufferTooSmall)?;
+        if let Some(extension) = Extension::of(&self.header) {
+            payload =
+                postcard::to_extend(&extension, payload).map_err(|_| Error::BufferTooSmall)?;
+        }
         let declared = u32::try_from(payload.len()).map_err(|_| Error::BufferTooSmall)?;
         let mut blob = alloc::vec::Vec::with_capacity(PREFIX_LEN + payload.len() + CHECKSUM_LEN);
         blob.extend_from_slice(&MAGIC);

@@ -34,7 +34,13 @@ pub struct Header<'a> {
     pub steps: u32,
     /// Which sets of steps one record may contribute to.
     pub participation: Participation,
-    /// The sensitivity of the encoder implied by the stored decoder.
+    /// Which datasets are neighbours: what the `(ε, δ)` of [`calibration`](Self::calibration)
+    /// protects. Not in the header's bytes: a trailing extension after the decoder, present only
+    /// for [`Neighbouring::ReplaceOne`] (`SPEC.md`, "Extensions").
+    #[serde(skip)]
+    pub neighbouring: Neighbouring,
+    /// The sensitivity of the encoder implied by the stored decoder, for the neighbouring
+    /// relation: twice `sens(Ĉ)` for [`Neighbouring::ReplaceOne`].
     pub sensitivity: Sensitivity,
     /// `ζ`: every input row is clipped to this L2 norm by the runtime before use.
     pub clip_norm: f64,
@@ -70,14 +76,73 @@ pub enum Workload<'a> {
 pub enum Participation {
     /// Each record contributes to at most one step (single pass).
     Single,
-    /// Fixed-epoch-order `(k, b)` participation: at most `k` steps, any two adjacent ones exactly
-    /// `b` steps apart (Choquette-Choo et al. 2023, Sec. 2).
+    /// Fixed epoch order (Choquette-Choo et al. 2023, Sec. 2, "(k, b)-participation"): at most
+    /// `k` steps, any two adjacent ones **exactly** `b` steps apart (`{s, s+b, …}`).
     FixedEpochOrder {
         /// `k`, the maximum number of participations.
         max_participations: u32,
-        /// `b`, the separation between adjacent participations.
+        /// `b`, the exact gap between adjacent participations.
+        separation: u32,
+    },
+    /// `b`-min-separation (BandMF, BLT, jax_privacy's `min_sep`): at most `k` steps, any two of
+    /// them **at least** `b` steps apart. Every fixed-epoch pattern is one of these, so its
+    /// sensitivity is never below the fixed-epoch one.
+    MinSeparation {
+        /// `k`, the maximum number of participations.
+        max_participations: u32,
+        /// `b`, the least gap between two participations.
         min_separation: u32,
     },
+}
+
+/// The neighbouring relation: which pairs of datasets the `(ε, δ)` guarantee is stated for.
+///
+/// One record's contribution is the rows it adds at its participation steps, each clipped to
+/// `ζ`. Adding or removing the record moves the input by that contribution, so by at most the
+/// sensitivity `sens(Ĉ)`; replacing it by another record moves it by the difference of two
+/// contributions, at most `2·sens(Ĉ)` (attained when the new record may take the same steps).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum Neighbouring {
+    /// Add or remove one record (unbounded DP): the recorded sensitivity is `sens(Ĉ)`.
+    #[default]
+    AddOrRemove,
+    /// Replace one record by another (bounded DP): the recorded sensitivity is `2·sens(Ĉ)`.
+    ReplaceOne,
+}
+
+/// The payload's trailing extensions (`SPEC.md`, "Extensions"): each is written only when its
+/// value differs from the default, in increasing variant order, so a mechanism keeps exactly one
+/// encoding and a blob without extensions reads as before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum Extension {
+    /// `header.neighbouring`, when it is not [`Neighbouring::AddOrRemove`].
+    Neighbouring(Neighbouring),
+}
+
+impl Extension {
+    /// The extensions `header` needs, in wire order.
+    pub(crate) fn of(header: &Header<'_>) -> Option<Extension> {
+        (header.neighbouring != Neighbouring::AddOrRemove)
+            .then_some(Extension::Neighbouring(header.neighbouring))
+    }
+
+    /// Applies a decoded extension to `header`; `Err` for a default value or one already given
+    /// (both would give a second encoding of the same mechanism).
+    pub(crate) fn apply(self, header: &mut Header<'_>) -> Result<(), Error> {
+        match self {
+            Extension::Neighbouring(relation) => {
+                if relation == Neighbouring::AddOrRemove
+                    || header.neighbouring != Neighbouring::AddOrRemove
+                {
+                    return Err(Error::MalformedPayload);
+                }
+                header.neighbouring = relation;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The L2 sensitivity of the encoder and how it was obtained.
@@ -111,6 +176,41 @@ pub enum SensitivityMethod {
     /// `sens(ŶE)/(1 − ‖M̂T̂ − I‖₁)`, where `sens(ŶE)` is computed by one of the methods above
     /// and `M̂` is the Gohberg–Semencul matrix of the stored generator (see `SPEC.md`).
     GeneratorResidualBound,
+    /// Exact: every two steps a participation pattern can hold have orthogonal encoder columns
+    /// (`X_ij = 0`, e.g. a banded encoder with at most `b` bands under `b`-min-separation), so
+    /// `sens² = max_π Σ_{i∈π} X_ii`, found by dynamic programming over the patterns
+    /// (Choquette-Choo et al. 2023b, "(Amplified) Banded Matrix Factorizations", Alg. 3).
+    OrthogonalColumns,
+    /// Exact: a lower-triangular Toeplitz encoder whose first column is non-negative and
+    /// non-increasing, for which the earliest, tightest pattern `{0, b, 2b, …}` is the worst:
+    /// `sens² = Σ_{p,q} X_{pb,qb}` over its at most `k` steps.
+    NonincreasingToeplitz,
+    /// An upper bound: `max_π sqrt(Σ_{i,j∈π} |X_ij|)` (as [`AbsoluteGramBound`]) by a branch and
+    /// bound over the patterns that stopped at its budget; the value is the largest bound of the
+    /// patterns it left open, never above the row-wise bound of Choquette-Choo et al. 2023b,
+    /// Alg. 4.
+    ///
+    /// [`AbsoluteGramBound`]: SensitivityMethod::AbsoluteGramBound
+    PatternSearchBound,
+    /// An upper bound for a Toeplitz encoder under `b`-min-separation: the
+    /// [`NonincreasingToeplitz`] value of the smallest non-increasing majorant of `|c|`, the
+    /// absolute first column (entrywise `|X_ij|` is at most the majorant's Gram entry).
+    ///
+    /// [`NonincreasingToeplitz`]: SensitivityMethod::NonincreasingToeplitz
+    ToeplitzMajorantBound,
+}
+
+impl SensitivityMethod {
+    /// Whether the recorded value is the sensitivity itself rather than an upper bound on it.
+    pub fn is_exact(&self) -> bool {
+        matches!(
+            self,
+            SensitivityMethod::MaxColumnNorm
+                | SensitivityMethod::NonnegativeGram
+                | SensitivityMethod::OrthogonalColumns
+                | SensitivityMethod::NonincreasingToeplitz
+        )
+    }
 }
 
 /// The calibrated noise multiplier and the privacy target it was derived from.
@@ -403,10 +503,14 @@ impl Mechanism<'_> {
         }
         if let Participation::FixedEpochOrder {
             max_participations,
-            min_separation,
+            separation: gap,
+        }
+        | Participation::MinSeparation {
+            max_participations,
+            min_separation: gap,
         } = h.participation
         {
-            if max_participations == 0 || min_separation == 0 || min_separation > h.steps {
+            if max_participations == 0 || gap == 0 || gap > h.steps {
                 return Err(Error::InvalidField {
                     field: "participation",
                 });

@@ -290,3 +290,60 @@ proptest! {
         prop_assert!(Mechanism::from_bytes(&b).is_err());
     }
 }
+
+/// The golden mechanism under 2-min-separation with at most 2 participations, for replace-one
+/// neighbours: the participation variant `02 02 02` and the extension `00 01` after the decoder
+/// (`SPEC.md`, "Extensions"), pinned byte for byte.
+const GOLDEN_MIN_SEPARATION_REPLACE_ONE: &str = concat!(
+    "4d4643424c4f4200", // magic
+    "0100",             // format version 1: extensions do not change it
+    "0000",             // flags
+    "85000000",         // payload length 133
+    "00",               // workload: PrefixSum
+    "03",               // steps: 3
+    "020202",           // participation: MinSeparation { k = 2, b = 2 }
+    "000000000000f03f00",
+    "000000000000f03f",
+    "010000000000000040010000000000000040000000000000e03f",
+    "000000000000004000000000000000f83f000000000000f83f",
+    "036d6663",
+    "000201",
+    "180000803f000000000000803f0000003f0000803f0000003f",
+    "0c00000000000000000000003f",
+    "0c0000003f0000000000000000",
+    "0001",     // extension 0, Neighbouring: ReplaceOne
+    "ebf12b0f", // CRC-32
+);
+
+#[test]
+fn golden_min_separation_replace_one() {
+    let (d, l, r) = tables();
+    let mut m = mechanism(&d, &l, &r);
+    m.header.participation = mfc_formats::Participation::MinSeparation {
+        max_participations: 2,
+        min_separation: 2,
+    };
+    m.header.neighbouring = mfc_formats::Neighbouring::ReplaceOne;
+    let blob = m.to_vec().unwrap();
+    assert_eq!(hex(&blob), GOLDEN_MIN_SEPARATION_REPLACE_ONE);
+    assert_eq!(Mechanism::from_bytes(&blob).unwrap(), m);
+    let mut buf = [0u8; 512];
+    assert_eq!(m.write_to(&mut buf).unwrap(), &blob[..]);
+    common::assert_every_truncation_rejected(&blob);
+    common::assert_every_bit_flip_rejected(&blob);
+    // A reader that predates the extension decodes the mechanism and finds two bytes left over,
+    // which it refuses (`TrailingPayload`) rather than misread the relation.
+    let payload = mfc_formats::payload(&blob).unwrap();
+    let (_, rest): (Mechanism<'_>, _) = postcard::take_from_bytes(payload).unwrap();
+    assert_eq!(rest, [0x00, 0x01]);
+    // One encoding per mechanism: the default value written explicitly, or the extension twice,
+    // is refused.
+    let body = &payload[..payload.len() - 2];
+    for tail in [&[0x00, 0x00][..], &[0x00, 0x01, 0x00, 0x01], &[0x01, 0x00]] {
+        let framed = frame(&[body, tail].concat());
+        assert!(Mechanism::from_bytes(&framed).is_err(), "tail {tail:02x?}");
+    }
+    // Add/remove blobs carry no extension: their bytes are those of version 1 before it.
+    m.header.neighbouring = mfc_formats::Neighbouring::AddOrRemove;
+    assert_eq!(m.to_vec().unwrap().len(), blob.len() - 2);
+}

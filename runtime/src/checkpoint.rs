@@ -48,7 +48,7 @@
 //! # let (d, l, r) = (encode_f32s([1.0, 0.0, 1.0, 0.5]), encode_f32s([0.0; 2]), encode_f32s([0.0; 2]));
 //! # let t = |b| F32Table::new(b).unwrap();
 //! # let example = Mechanism { header: Header { workload: Workload::PrefixSum, steps: 2,
-//! #   participation: Participation::Single,
+//! #   participation: Participation::Single, neighbouring: Neighbouring::AddOrRemove,
 //! #   sensitivity: Sensitivity { value: 1.2, method: SensitivityMethod::MaxColumnNorm },
 //! #   clip_norm: 1.0, calibration: Some(Calibration { noise_multiplier: 1.0, target: None }),
 //! #   error: ErrorSummary { sqrt_loss: 1.0, optimal_sqrt_loss: None, max_step_stddev: 1.0,
@@ -521,8 +521,8 @@ mod tests {
 
     use super::*;
     use mfc_formats::{
-        BandedLowRank, Calibration, ErrorSummary, F32Table, Header, Participation, Sensitivity,
-        SensitivityMethod, Workload, encode_f32s,
+        BandedLowRank, Calibration, ErrorSummary, F32Table, Header, Neighbouring, Participation,
+        Sensitivity, SensitivityMethod, Workload, encode_f32s,
     };
 
     const ROOT: [u8; 32] = [0x42; 32];
@@ -556,6 +556,7 @@ mod tests {
                 workload: Workload::PrefixSum,
                 steps: N,
                 participation: Participation::Single,
+                neighbouring: Neighbouring::AddOrRemove,
                 sensitivity: Sensitivity {
                     value: 1.3,
                     method: SensitivityMethod::MaxColumnNorm,

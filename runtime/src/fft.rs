@@ -442,8 +442,8 @@ mod tests {
     use super::*;
     use crate::ChaChaNoise;
     use mfc_formats::{
-        Calibration, ErrorSummary, Header, Participation, Sensitivity, SensitivityMethod,
-        encode_f32s,
+        Calibration, ErrorSummary, Header, Neighbouring, Participation, Sensitivity,
+        SensitivityMethod, encode_f32s,
     };
     use proptest::prelude::*;
     use std::vec;
@@ -459,6 +459,7 @@ mod tests {
                 workload: Workload::PrefixSum,
                 steps: block * stamps,
                 participation: Participation::Single,
+                neighbouring: Neighbouring::AddOrRemove,
                 sensitivity: Sensitivity {
                     value: 1.0,
                     method: SensitivityMethod::MaxColumnNorm,

@@ -8,7 +8,7 @@
 //! # let (d, l, r) = (encode_f32s([1.0, 0.0, 1.0, 0.5]), encode_f32s([0.0; 2]), encode_f32s([0.0; 2]));
 //! # let t = |b| F32Table::new(b).unwrap();
 //! # let example = Mechanism { header: Header { workload: Workload::PrefixSum, steps: 2,
-//! #   participation: Participation::Single,
+//! #   participation: Participation::Single, neighbouring: Neighbouring::AddOrRemove,
 //! #   sensitivity: Sensitivity { value: 1.2, method: SensitivityMethod::MaxColumnNorm },
 //! #   clip_norm: 1.0, calibration: Some(Calibration { noise_multiplier: 1.0, target: None }),
 //! #   error: ErrorSummary { sqrt_loss: 1.0, optimal_sqrt_loss: None, max_step_stddev: 1.0,

@@ -23,6 +23,7 @@ fn blob(n: usize, buffers: usize, horizon: usize) -> Vec<u8> {
             noise_multiplier: 0.8,
             target: None,
         }),
+        ..BlobOptions::default()
     };
     encode_blt(&compiled, &options).unwrap()
 }

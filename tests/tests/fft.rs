@@ -27,6 +27,7 @@ fn build(steps: usize, stamps: usize, kind: FftKind) -> (FftMechanism, Vec<u8>) 
             noise_multiplier: 0.75,
             target: None,
         }),
+        ..BlobOptions::default()
     };
     let bytes = blob::encode_fft(&compiled, &options).unwrap();
     (compiled, bytes)

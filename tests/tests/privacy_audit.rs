@@ -187,6 +187,7 @@ fn prefix_blob(steps: usize, band: usize, rank: usize, sigma: f64) -> Vec<u8> {
             noise_multiplier: sigma,
             target: None,
         }),
+        ..BlobOptions::default()
     };
     blob::encode(&compiled, &Workload::PrefixSum, &options).unwrap()
 }

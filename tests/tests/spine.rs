@@ -41,6 +41,7 @@ fn encode(workload: &Workload, compiled: CompiledMechanism) -> (CompiledMechanis
             noise_multiplier: 0.75,
             target: None,
         }),
+        ..BlobOptions::default()
     };
     let bytes = blob::encode(&compiled, workload, &options).unwrap();
     (compiled, bytes)
@@ -274,7 +275,7 @@ fn multi_epoch_momentum_blob_replays_and_its_sensitivity_is_exact() {
             m.header.participation,
             mfc_formats::Participation::FixedEpochOrder {
                 max_participations: k as u32,
-                min_separation: b as u32
+                separation: b as u32
             }
         );
         assert_eq!(m.header.sensitivity.method, compiled.sensitivity_method);

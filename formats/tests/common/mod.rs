@@ -4,8 +4,8 @@
 //! themselves stay in each test file: they are the pinned reference.
 
 use mfc_formats::{
-    Calibration, ErrorSummary, Header, Mechanism, Participation, Sensitivity, SensitivityMethod,
-    Workload,
+    Calibration, ErrorSummary, Header, Mechanism, Neighbouring, Participation, Sensitivity,
+    SensitivityMethod, Workload,
 };
 
 /// The golden header: prefix sums, single participation, sensitivity 1, clip norm 1, loss 2.
@@ -18,6 +18,7 @@ pub fn header(
         workload: Workload::PrefixSum,
         steps,
         participation: Participation::Single,
+        neighbouring: Neighbouring::AddOrRemove,
         sensitivity: Sensitivity { value: 1.0, method },
         clip_norm: 1.0,
         calibration,

@@ -5,8 +5,8 @@
 #![allow(dead_code)]
 
 use mfc_formats::{
-    BandedLowRank, Calibration, Decoder, ErrorSummary, F32Table, Header, Mechanism, Participation,
-    Sensitivity, SensitivityMethod, Workload, encode_f32s,
+    BandedLowRank, Calibration, Decoder, ErrorSummary, F32Table, Header, Mechanism, Neighbouring,
+    Participation, Sensitivity, SensitivityMethod, Workload, encode_f32s,
 };
 
 /// SplitMix64 mapped to `[−½, ½)`: coefficients and inputs independent of the code under test.
@@ -66,6 +66,7 @@ pub fn mechanism<'a>(t: &'a Tables, workload: Workload<'a>, clip_norm: f64) -> M
             workload,
             steps: t.n as u32,
             participation: Participation::Single,
+            neighbouring: Neighbouring::AddOrRemove,
             sensitivity: Sensitivity {
                 value: 1.3,
                 method: SensitivityMethod::MaxColumnNorm,

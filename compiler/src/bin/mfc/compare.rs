@@ -2,7 +2,8 @@
 
 use indicatif::{ProgressBar, ProgressStyle};
 use mfc_compiler::compare::{CompareOptions, compare};
-use mfc_compiler::participation::Participation;
+
+use crate::schema::SchemaArgs;
 
 /// Compare the optimum, banded+low-rank, BLT, banded Toeplitz, square root and tree mechanisms.
 #[derive(clap::Args)]
@@ -10,12 +11,8 @@ pub struct Args {
     /// Number of steps n.
     #[arg(long)]
     steps: usize,
-    /// k: participations per record (single participation when absent).
-    #[arg(long, requires = "min_sep")]
-    epochs: Option<usize>,
-    /// b: steps between a record's participations.
-    #[arg(long, requires = "epochs")]
-    min_sep: Option<usize>,
+    #[command(flatten)]
+    schema: SchemaArgs,
     /// h of the banded-plus-low-rank row.
     #[arg(long, default_value_t = 4)]
     band: usize,
@@ -34,10 +31,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    let participation = match (args.epochs, args.min_sep) {
-        (Some(k), Some(b)) => Participation::fixed_epoch_order(k, b)?,
-        _ => Participation::Single,
-    };
+    let participation = args.schema.participation()?;
     let bar = ProgressBar::new_spinner();
     bar.set_style(ProgressStyle::with_template("{spinner} {elapsed} {msg}")?);
     bar.enable_steady_tick(std::time::Duration::from_millis(200));
@@ -57,13 +51,11 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
     }
-    let schema = match participation {
-        Participation::Single => "single participation".to_string(),
-        Participation::FixedEpochOrder { epochs, separation } => {
-            format!("(k, b) = ({epochs}, {separation})")
-        }
-    };
-    println!("prefix sum, n = {}, {schema}; units of σ·ζ", args.steps);
+    println!(
+        "prefix sum, n = {}, {}; units of σ·ζ",
+        args.steps,
+        participation.describe()
+    );
     println!();
     println!(
         "| mechanism | √L | max step stddev | sensitivity | RAM floats/coord | flops/step/coord | blob bytes |"

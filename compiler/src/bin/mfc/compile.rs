@@ -7,6 +7,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use mfc_compiler::Error;
 use mfc_compiler::blob::{self, BlobOptions};
 use mfc_compiler::calibrate::{epsilon_for_noise_multiplier, noise_multiplier_for};
+use mfc_compiler::compress::CompressOptions;
 use mfc_compiler::fft::{FftKind, FftOptions, compile_fft};
 use mfc_compiler::mechanism::{CompileOptions, compile};
 use mfc_compiler::multi_epoch::MultiEpochOptions;
@@ -17,6 +18,8 @@ use mfc_compiler::stamp::choose_stamps;
 use mfc_compiler::toeplitz::{compile_blt, optimize_blt};
 use mfc_compiler::workload::{self, Schedule, Workload};
 use mfc_formats::{Calibration, PrivacyTarget};
+
+use crate::schema::SchemaArgs;
 
 /// Compile a banded-plus-low-rank mechanism for a lower-triangular workload.
 #[derive(clap::Args)]
@@ -30,12 +33,8 @@ pub struct Args {
     /// FINAL over the last STEPS steps (constant rate when absent).
     #[arg(long)]
     cooldown: Option<String>,
-    /// k: each record participates in at most this many steps (single participation when absent).
-    #[arg(long, requires = "min_sep")]
-    epochs: Option<usize>,
-    /// b: adjacent participations of a record are exactly this many steps apart.
-    #[arg(long, requires = "epochs")]
-    min_sep: Option<usize>,
+    #[command(flatten)]
+    schema: SchemaArgs,
     /// Repeat an encoder optimized for n/S steps S times (S must divide n), or `auto`: choose S
     /// among 1, 2, 4, 5, 8, 10, 16, 20 by the loss under the participation schema.
     #[arg(long, default_value = "1")]
@@ -62,6 +61,11 @@ pub struct Args {
     /// r: rank of the decoder's part below the band.
     #[arg(long, default_value_t = 4)]
     rank: usize,
+    /// L-BFGS iterations of the refinement that lowers the shipped loss of the (h, r) decoder
+    /// directly after the fit (0: ship the fit). Under several participations a few thousand
+    /// iterations keep improving it (minutes at n = 512).
+    #[arg(long, default_value_t = 50)]
+    refine: usize,
     /// Stop optimizing when the relative duality gap is at most this (at least 1e-4 for the
     /// multi-epoch optimizer, whose first-order method converges linearly).
     #[arg(long, default_value_t = 1e-6)]
@@ -181,14 +185,11 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let calibration = calibration(&args)?;
     let (workload, steps) = parse_workload(&args.workload, args.steps, args.cooldown.as_deref())?;
     let a = workload.matrix(steps)?;
-    let participation = match (args.epochs, args.min_sep) {
-        (Some(k), Some(b)) => Participation::fixed_epoch_order(k, b)?,
-        _ => Participation::Single,
-    };
-
+    let participation = args.schema.participation()?;
     let blob_options = BlobOptions {
         clip_norm: args.clip_norm,
         calibration,
+        neighbouring: args.schema.neighbouring()?,
     };
     match args.form.as_str() {
         "banded" => {}
@@ -227,6 +228,10 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             relative_gap: args.gap.max(1e-4),
             ..MultiEpochOptions::default()
         },
+        compression: CompressOptions {
+            refine_iterations: args.refine,
+            ..CompressOptions::default()
+        },
         ..CompileOptions::default()
     };
     options.stamps = if args.stamps == "auto" {
@@ -242,13 +247,8 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let blob = blob::encode(&compiled, &workload, &blob_options)?;
     write_blob(&args.out, &blob)?;
 
-    let mut report = CompileReport::new(
-        args.workload.clone(),
-        &compiled,
-        args.clip_norm,
-        calibration,
-        blob.len(),
-    );
+    let mut report =
+        CompileReport::new(args.workload.clone(), &compiled, &blob_options, blob.len())?;
     report.out = Some(args.out.display().to_string());
     report.seconds = started.elapsed().as_secs_f64();
     if args.json {

@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 
 use mfc_compiler::Error;
-use mfc_formats::{Decoder, Mechanism, Participation, Workload};
+use mfc_compiler::participation::Participation;
+use mfc_compiler::report::{method_description, neighbouring_name, privacy_unit};
+use mfc_formats::{Decoder, Mechanism, Workload};
 use serde_json::json;
 
 /// Print what a blob holds; fails (exit 2) on any malformed or corrupted blob.
@@ -88,14 +90,10 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         Workload::Custom { label } => format!("custom ({label})"),
         _ => "unknown".to_string(),
     };
-    let participation = match h.participation {
-        Participation::Single => "single".to_string(),
-        Participation::FixedEpochOrder {
-            max_participations,
-            min_separation,
-        } => format!("(k, b) = ({max_participations}, {min_separation})"),
-        _ => "unknown".to_string(),
-    };
+    let schema = Participation::from_format(&h.participation)?;
+    let participation = schema.describe();
+    let neighbouring = neighbouring_name(h.neighbouring);
+    let unit = privacy_unit(&schema, h.neighbouring, h.clip_norm);
     // (form, its parameters, table bytes, runtime floats per coordinate, (h, r) if banded).
     let (form, detail, table_bytes, ram, banded) = match m.decoder {
         Decoder::BandedLowRank(d) => (
@@ -134,8 +132,11 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         "workload": workload,
         "steps": h.steps,
         "participation": participation,
+        "neighbouring": neighbouring,
+        "privacy_unit": unit,
         "sensitivity": h.sensitivity.value,
         "sensitivity_method": format!("{:?}", h.sensitivity.method),
+        "sensitivity_exact": h.sensitivity.method.is_exact(),
         "clip_norm": h.clip_norm,
         "noise_multiplier": h.calibration.map(|c| c.noise_multiplier),
         "epsilon": h.calibration.and_then(|c| c.target).map(|t| t.epsilon),
@@ -182,15 +183,23 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     println!("generator           {}", h.generator);
     println!("workload            {workload}, n = {}", h.steps);
     println!("participation       {participation}");
+    println!("neighbouring        {neighbouring}");
     println!(
-        "sensitivity         {:.9} ({:?})",
-        h.sensitivity.value, h.sensitivity.method
+        "sensitivity         {:.9} ({:?}; {}{})",
+        h.sensitivity.value,
+        h.sensitivity.method,
+        method_description(h.sensitivity.method),
+        if neighbouring == "replace-one" {
+            "; doubled for replace-one"
+        } else {
+            ""
+        }
     );
     println!("clip norm           {}", h.clip_norm);
     match h.calibration {
         Some(c) => match c.target {
             Some(t) => println!(
-                "noise multiplier    σ = {:.6} for (ε, δ) = ({}, {:e})",
+                "noise multiplier    σ = {:.6} for (ε, δ) = ({}, {:e}), {neighbouring} neighbours",
                 c.noise_multiplier, t.epsilon, t.delta
             ),
             None => println!("noise multiplier    σ = {:.6}", c.noise_multiplier),
@@ -208,5 +217,6 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "decoder             {form}, {detail}, {table_bytes} table bytes; runtime RAM {ram}·d floats"
     );
+    println!("unit of privacy     {unit}");
     Ok(())
 }

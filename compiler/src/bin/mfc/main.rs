@@ -11,6 +11,7 @@ mod compare;
 mod compile;
 mod inspect;
 mod plot;
+mod schema;
 mod simulate;
 
 /// Differentially private continual release with correlated Gaussian noise.
@@ -24,7 +25,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Optimize, compress and calibrate a mechanism and write it as an .mfc blob.
-    Compile(compile::Args),
+    Compile(Box<compile::Args>),
     /// Print a blob's header, sizes and checksum status.
     Inspect(inspect::Args),
     /// Convert between (ε, δ) and the noise multiplier σ of a normalized mechanism.
@@ -39,7 +40,7 @@ enum Command {
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
     match Cli::parse().command {
-        Command::Compile(args) => compile::run(args),
+        Command::Compile(args) => compile::run(*args),
         Command::Inspect(args) => inspect::run(args),
         Command::Compare(args) => compare::run(args),
         Command::Simulate(args) => simulate::run(args),
