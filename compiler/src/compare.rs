@@ -11,7 +11,10 @@
 //! (`n` values) and the amortized `N log₂ N` per complex FFT of size `N ≥ 3n − 1`, a rough
 //! count).
 
-use faer::Mat;
+use std::time::Instant;
+
+use faer::{Mat, MatRef};
+use mfc_formats::SensitivityMethod;
 use serde::Serialize;
 
 use crate::Result;
@@ -20,9 +23,10 @@ use crate::fft::{FftKind, FftOptions, compile_fft};
 use crate::mechanism::{CompileOptions, compile, optimal_gram};
 use crate::optimize::Progress;
 use crate::participation::{Participation, sensitivity};
+use crate::stamp::choose_stamps;
 use crate::stamp::evaluate_gram;
 use crate::toeplitz::{
-    Blt, inverse_series, optimize_banded_toeplitz, optimize_blt, square_root_coefficients,
+    inverse_series, optimize_banded_toeplitz, optimize_blt_family, square_root_coefficients,
 };
 use crate::tree::Tree;
 use crate::workload::Workload;
@@ -46,16 +50,25 @@ pub struct Row {
     pub blob_bytes: Option<usize>,
     /// Whether the decoder is causal (output `i` uses noise rows `≤ i` only).
     pub streaming: bool,
+    /// Whether the row is a lower bound on the loss of a class of mechanisms, not a mechanism
+    /// (the fixed-epoch floor printed under min-separation).
+    pub lower_bound: bool,
     /// `sens·‖B[i,:]‖` for every step `i` (units of `σζ`): the error profile (001 Fig. 4).
     pub per_step_stddev: Vec<f64>,
     /// For BLT rows: `(N, √L_N, sens_N)` at `N = n, 2n, 4n, 8n` steps with the parameters
     /// optimized for `n` (BLT has no horizon; see [`Blt::beyond_horizon`]).
+    ///
+    /// [`Blt::beyond_horizon`]: crate::toeplitz::Blt::beyond_horizon
     pub beyond_horizon: Vec<(usize, f64, f64)>,
+    /// Wall-clock seconds this row took to optimize, compile and evaluate.
+    pub seconds: f64,
 }
 
 /// What to compare.
 #[derive(Debug, Clone)]
 pub struct CompareOptions {
+    /// The workload `A`; the Toeplitz, BLT, FFT and tree rows need the prefix sum.
+    pub workload: Workload,
     /// The horizon `n`.
     pub steps: usize,
     /// The schema every row is evaluated under (and the optimum optimized for).
@@ -68,6 +81,8 @@ pub struct CompareOptions {
     pub max_buffers: usize,
     /// Coefficients of the banded Toeplitz row.
     pub toeplitz_bands: usize,
+    /// L-BFGS iterations of the `(h, r)` row's shipped-loss refinement.
+    pub refine_iterations: usize,
 }
 
 /// `sens(C)` under the schema, the per-step variances of `B` and the resulting row.
@@ -92,8 +107,10 @@ fn evaluate(
         flops_per_step,
         blob_bytes: None,
         streaming,
+        lower_bound: false,
         per_step_stddev: decoder_row_norms.iter().map(|r| (s2 * r).sqrt()).collect(),
         beyond_horizon: Vec::new(),
+        seconds: 0.0,
     })
 }
 
@@ -119,36 +136,137 @@ fn prefix_decoder_row_norms(r: &[f64]) -> Vec<f64> {
         .collect()
 }
 
-/// Compares the optimum, the compressed `(h, r)` mechanism, BLT with `1..=max_buffers` buffers,
-/// banded Toeplitz, the square root and the Honaker tree estimators. `progress` reports the
-/// optimizations (they dominate the time).
-pub fn compare(options: &CompareOptions, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
-    let n = options.steps;
-    let participation = &options.participation;
-    let a = Workload::PrefixSum.matrix(n)?;
-    let mut rows = Vec::new();
+/// Times the rows: each records the seconds since the previous one was pushed.
+struct Clock(Instant);
 
-    progress("optimal factorization");
-    let compile_options = CompileOptions {
-        participation: *participation,
-        ..CompileOptions::default()
+impl Clock {
+    fn push(&mut self, rows: &mut Vec<Row>, mut row: Row) {
+        row.seconds = self.0.elapsed().as_secs_f64();
+        rows.push(row);
+        self.0 = Instant::now();
+    }
+}
+
+/// A row of a mechanism given by its encoder and its decoder's row norms, with the sensitivity
+/// that ships for it (computed once by its compile path) instead of a recomputation.
+fn shipped_row(
+    name: String,
+    sensitivity: f64,
+    method: SensitivityMethod,
+    decoder_row_norms: &[f64],
+    ram_floats: usize,
+    flops_per_step: usize,
+) -> Row {
+    let s2 = sensitivity * sensitivity;
+    let max = decoder_row_norms.iter().copied().fold(0.0, f64::max);
+    Row {
+        mechanism: name,
+        sqrt_loss: (s2 * decoder_row_norms.iter().sum::<f64>()).sqrt(),
+        max_step_stddev: (s2 * max).sqrt(),
+        sensitivity_method: format!("{method:?}"),
+        ram_floats,
+        flops_per_step,
+        blob_bytes: None,
+        streaming: true,
+        lower_bound: false,
+        per_step_stddev: decoder_row_norms.iter().map(|r| (s2 * r).sqrt()).collect(),
+        beyond_horizon: Vec::new(),
+        seconds: 0.0,
+    }
+}
+
+/// The optimum row under `participation`: the certified optimum for single participation and
+/// fixed epoch order, the optimum over banded encoders with `b` bands for min-separation.
+fn optimum_row(
+    a: MatRef<'_, f64>,
+    compile_options: &CompileOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Row> {
+    let n = a.nrows();
+    let participation = &compile_options.participation;
+    let name = match participation {
+        Participation::MinSeparation { min_separation, .. } => {
+            progress("the optimum over banded encoders (BandMF)");
+            format!(
+                "BandMF, {} bands (the min-separation optimum over banded encoders)",
+                (*min_separation).min(n)
+            )
+        }
+        _ => {
+            progress("optimal factorization");
+            "optimal (dense B), certified".into()
+        }
     };
-    let (_, x) = optimal_gram(a.as_ref(), &compile_options, &mut |_: &Progress| {})?;
-    let dense = evaluate_gram(a.as_ref(), x.as_ref(), participation)?;
+    let (_, x) = optimal_gram(a, compile_options, &mut |_: &Progress| {})?;
+    let dense = evaluate_gram(a, x.as_ref(), participation)?;
     let norms: Vec<f64> = (0..n)
         .map(|i| dense.decoder.row(i).squared_norm_l2())
         .collect();
-    let mut row = evaluate(
-        "optimal (dense B)".into(),
-        &dense.encoder,
+    let ram = match participation {
+        Participation::MinSeparation { min_separation, .. } => (*min_separation).min(n) + 1,
+        _ => n,
+    };
+    Ok(shipped_row(
+        name,
+        dense.sensitivity.value,
+        dense.sensitivity.method,
         &norms,
-        participation,
-        n,
-        n / 2,
-        true,
-    )?;
-    row.blob_bytes = None;
-    rows.push(row);
+        ram,
+        ram,
+    ))
+}
+
+/// Compares, for the prefix sum under one participation schema, every family optimized for
+/// that schema: the optimum (for min-separation, over banded encoders, next to the certified
+/// fixed-epoch floor), the compressed `(h, r)` mechanism, stamping, BLT with
+/// `1..=max_buffers` buffers, FFT, banded Toeplitz, the square root and the Honaker tree
+/// estimators. `progress` reports the optimizations (they dominate the time).
+pub fn compare(options: &CompareOptions, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
+    let n = options.steps;
+    let participation = &options.participation;
+    let workload = &options.workload;
+    let a = workload.matrix(n)?;
+    let mut rows = Vec::new();
+    let mut clock = Clock(Instant::now());
+    let compile_options = CompileOptions {
+        participation: *participation,
+        compression: crate::compress::CompressOptions {
+            refine_iterations: options.refine_iterations,
+            ..Default::default()
+        },
+        ..CompileOptions::default()
+    };
+    let row = optimum_row(a.as_ref(), &compile_options, progress)?;
+    clock.push(&mut rows, row);
+
+    if let Participation::MinSeparation {
+        max_participations,
+        min_separation,
+    } = *participation
+    {
+        progress("the certified fixed-epoch optimum (a floor)");
+        let fixed = CompileOptions {
+            participation: Participation::fixed_epoch_order(max_participations, min_separation)?,
+            ..compile_options.clone()
+        };
+        let (optimum, _) = optimal_gram(a.as_ref(), &fixed, &mut |_: &Progress| {})?;
+        clock.push(&mut rows, Row {
+            mechanism: format!(
+                "floor: certified fixed-epoch ({max_participations}, {min_separation}) optimum (dual bound; holds for encoders orthogonal on fixed-epoch patterns, BandMF included)"
+            ),
+            sqrt_loss: optimum.dual_bound.max(0.0).sqrt(),
+            max_step_stddev: 0.0,
+            sensitivity_method: "—".into(),
+            ram_floats: 0,
+            flops_per_step: 0,
+            blob_bytes: None,
+            streaming: false,
+            lower_bound: true,
+            per_step_stddev: Vec::new(),
+            beyond_horizon: Vec::new(),
+            seconds: 0.0,
+        });
+    }
 
     progress("banded-plus-low-rank compression");
     let compiled = compile(
@@ -158,42 +276,74 @@ pub fn compare(options: &CompareOptions, progress: &mut dyn FnMut(&str)) -> Resu
         &compile_options,
         &mut |_| {},
     )?;
-    let bytes = blob::encode(&compiled, &Workload::PrefixSum, &BlobOptions::default())?;
+    let bytes = blob::encode(&compiled, workload, &BlobOptions::default())?;
     let stored = compiled.compressed.to_dense();
-    let encoder = crate::sensitivity::encoder_for_decoder(a.as_ref(), stored.as_ref())?;
     let norms: Vec<f64> = (0..n).map(|i| stored.row(i).squared_norm_l2()).collect();
     let (h, r) = (options.band, options.rank);
-    let mut row = evaluate(
+    let mut row = shipped_row(
         format!("banded + low rank (h, r) = ({h}, {r}), f32"),
-        &encoder,
+        compiled.sensitivity,
+        compiled.sensitivity_method,
         &norms,
-        participation,
         h + r + 1,
         h + 2 * r + 1,
-        true,
-    )?;
+    );
     row.blob_bytes = Some(bytes.len());
-    rows.push(row);
+    clock.push(&mut rows, row);
 
-    for m in 1..=options.max_buffers {
-        progress(&format!("BLT with {m} buffers"));
-        let blt: Blt = optimize_blt(n, m, participation)?;
-        let encoder = toeplitz(&blt.encoder_coefficients(n), n);
-        let norms = prefix_decoder_row_norms(&blt.decoder_coefficients(n));
-        let mut row = evaluate(
-            format!("BLT, {m} buffers"),
-            &encoder,
+    if participation.max_participations() > 1 {
+        progress("stamping");
+        let tried = choose_stamps(a.as_ref(), &compile_options)?;
+        if let Some(&(stamps, _)) = tried.iter().find(|&&(s, _)| s > 1) {
+            let stamped = CompileOptions {
+                stamps,
+                ..compile_options.clone()
+            };
+            let (_, x) = optimal_gram(a.as_ref(), &stamped, &mut |_: &Progress| {})?;
+            let dense = evaluate_gram(a.as_ref(), x.as_ref(), participation)?;
+            let norms: Vec<f64> = (0..n)
+                .map(|i| dense.decoder.row(i).squared_norm_l2())
+                .collect();
+            let row = shipped_row(
+                format!("optimum of n/{stamps} steps stamped ×{stamps} (dense B)"),
+                dense.sensitivity.value,
+                dense.sensitivity.method,
+                &norms,
+                n,
+                n / 2,
+            );
+            clock.push(&mut rows, row);
+        }
+    }
+    if !matches!(workload, Workload::PrefixSum) {
+        return Ok(rows);
+    }
+
+    progress("BLT");
+    // Buffers m are fitted from the fit with m − 1: each row's time is that of its own fit.
+    let mut fit_seconds = Vec::new();
+    let mut fit_clock = Instant::now();
+    let family = optimize_blt_family(n, options.max_buffers, participation, &mut |_| {
+        fit_seconds.push(fit_clock.elapsed().as_secs_f64());
+        fit_clock = Instant::now();
+    })?;
+    for ((blt, m), seconds) in family.iter().zip(1..).zip(fit_seconds) {
+        let stored = crate::toeplitz::compile_blt(blt, n, n, participation)?;
+        let norms = prefix_decoder_row_norms(&stored.blt.decoder_coefficients(n));
+        let mut row = shipped_row(
+            format!("BLT, {m} buffers, f32"),
+            stored.sensitivity,
+            stored.sensitivity_method,
             &norms,
-            participation,
             m + 1,
             3 * m + 1,
-            true,
-        )?;
-        row.beyond_horizon = blt.beyond_horizon(n, participation);
-        let stored = crate::toeplitz::compile_blt(&blt, n, n, participation)?;
+        );
+        row.beyond_horizon = stored.blt.beyond_horizon(n, participation);
         row.blob_bytes = Some(blob::encode_blt(&stored, &BlobOptions::default())?.len());
+        row.seconds = seconds;
         rows.push(row);
     }
+    clock.0 = Instant::now();
 
     for kind in [FftKind::Circulant, FftKind::OptimalDecoder] {
         progress(&format!("FFT {kind:?}"));
@@ -208,23 +358,28 @@ pub fn compare(options: &CompareOptions, progress: &mut dyn FnMut(&str)) -> Resu
         // Complex FFTs of size N per coordinate and block of n steps (2 per pair of coordinates
         // for Mechanism 1, 8 for Mechanism 2), about N log₂N operations each.
         let ffts = if kind == FftKind::Circulant { 1 } else { 4 };
-        rows.push(Row {
-            mechanism: format!("FFT, {kind:?}"),
-            sqrt_loss: fft.sqrt_loss,
-            max_step_stddev: fft
-                .per_step_variance
-                .iter()
-                .copied()
-                .fold(0.0, f64::max)
-                .sqrt(),
-            sensitivity_method: format!("{:?}", fft.sensitivity_method),
-            ram_floats: n + 2,
-            flops_per_step: ffts * size * size.trailing_zeros() as usize / n,
-            blob_bytes: Some(bytes.len()),
-            streaming: true,
-            per_step_stddev: fft.per_step_variance.iter().map(|v| v.sqrt()).collect(),
-            beyond_horizon: Vec::new(),
-        });
+        clock.push(
+            &mut rows,
+            Row {
+                mechanism: format!("FFT, {kind:?}"),
+                sqrt_loss: fft.sqrt_loss,
+                max_step_stddev: fft
+                    .per_step_variance
+                    .iter()
+                    .copied()
+                    .fold(0.0, f64::max)
+                    .sqrt(),
+                sensitivity_method: format!("{:?}", fft.sensitivity_method),
+                ram_floats: n + 2,
+                flops_per_step: ffts * size * size.trailing_zeros() as usize / n,
+                blob_bytes: Some(bytes.len()),
+                streaming: true,
+                lower_bound: false,
+                per_step_stddev: fft.per_step_variance.iter().map(|v| v.sqrt()).collect(),
+                beyond_horizon: Vec::new(),
+                seconds: 0.0,
+            },
+        );
     }
 
     let p = participation
@@ -233,49 +388,61 @@ pub fn compare(options: &CompareOptions, progress: &mut dyn FnMut(&str)) -> Resu
         .clamp(1, n);
     progress(&format!("banded Toeplitz with {p} bands"));
     let c = optimize_banded_toeplitz(n, p, participation)?;
-    rows.push(evaluate(
-        format!("banded Toeplitz, {p} bands"),
-        &toeplitz(&c, n),
-        &prefix_decoder_row_norms(&inverse_series(&c, n)),
-        participation,
-        p,
-        p,
-        true,
-    )?);
+    clock.push(
+        &mut rows,
+        evaluate(
+            format!("banded Toeplitz, {p} bands"),
+            &toeplitz(&c, n),
+            &prefix_decoder_row_norms(&inverse_series(&c, n)),
+            participation,
+            p,
+            p,
+            true,
+        )?,
+    );
 
     let c = square_root_coefficients(n);
-    rows.push(evaluate(
-        "square root S^1/2 (Toeplitz)".into(),
-        &toeplitz(&c, n),
-        &prefix_decoder_row_norms(&inverse_series(&c, n)),
-        participation,
-        n,
-        n / 2,
-        true,
-    )?);
+    clock.push(
+        &mut rows,
+        evaluate(
+            "square root S^1/2 (Toeplitz)".into(),
+            &toeplitz(&c, n),
+            &prefix_decoder_row_norms(&inverse_series(&c, n)),
+            participation,
+            n,
+            n / 2,
+            true,
+        )?,
+    );
 
     progress("tree aggregation");
     let tree = Tree::new(n)?;
     let encoder = tree.encoder();
     let levels = tree.levels();
-    rows.push(evaluate(
-        "Honaker online (tree, estimator from below)".into(),
-        &encoder,
-        &tree.honaker_online_row_norms(),
-        participation,
-        levels + 1,
-        2 * levels,
-        true,
-    )?);
-    rows.push(evaluate(
-        "Honaker full (tree, S C⁺; not streaming)".into(),
-        &encoder,
-        &tree.honaker_full_row_norms()?,
-        participation,
-        tree.nodes(),
-        tree.nodes(),
-        false,
-    )?);
+    clock.push(
+        &mut rows,
+        evaluate(
+            "Honaker online (tree, estimator from below)".into(),
+            &encoder,
+            &tree.honaker_online_row_norms(),
+            participation,
+            levels + 1,
+            2 * levels,
+            true,
+        )?,
+    );
+    clock.push(
+        &mut rows,
+        evaluate(
+            "Honaker full (tree, S C⁺; not streaming)".into(),
+            &encoder,
+            &tree.honaker_full_row_norms()?,
+            participation,
+            tree.nodes(),
+            tree.nodes(),
+            false,
+        )?,
+    );
     Ok(rows)
 }
 
@@ -285,31 +452,47 @@ mod tests {
 
     /// The ordering the papers report: the optimum is best, the compressed mechanism close to
     /// it, BLT and the square root in between, the online tree last; every row's loss is at
-    /// least the optimum's (it is certified optimal for the schema).
+    /// least the optimum's (it is certified optimal for the schema). Under min-separation the
+    /// first row is BandMF with b bands and the second the fixed-epoch floor, below every
+    /// encoder orthogonal on fixed-epoch patterns (the banded ones).
     #[test]
     fn rows_are_ordered_as_in_the_papers() {
         for participation in [
             Participation::Single,
             Participation::fixed_epoch_order(4, 16).unwrap(),
+            Participation::min_separation(4, 16).unwrap(),
         ] {
             let rows = compare(
                 &CompareOptions {
+                    workload: Workload::PrefixSum,
                     steps: 64,
                     participation,
                     band: 4,
                     rank: 2,
                     max_buffers: 2,
                     toeplitz_bands: 8,
+                    refine_iterations: 50,
                 },
                 &mut |_| {},
             )
             .unwrap();
             let optimum = rows[0].sqrt_loss;
-            for row in &rows {
-                assert!(
-                    row.sqrt_loss >= optimum * (1.0 - 1e-6),
-                    "{row:?} < {optimum}"
-                );
+            if let Participation::MinSeparation { .. } = participation {
+                let floor = &rows[1];
+                assert!(floor.lower_bound && floor.sqrt_loss <= optimum, "{floor:?}");
+                for row in rows
+                    .iter()
+                    .filter(|r| r.sensitivity_method == "OrthogonalColumns")
+                {
+                    assert!(row.sqrt_loss >= floor.sqrt_loss, "{row:?} < {floor:?}");
+                }
+            } else {
+                for row in &rows {
+                    assert!(
+                        row.sqrt_loss >= optimum * (1.0 - 1e-6),
+                        "{row:?} < {optimum}"
+                    );
+                }
             }
             let find = |prefix: &str| {
                 rows.iter()

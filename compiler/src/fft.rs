@@ -769,9 +769,17 @@ mod tests {
     /// every sign pattern and the k-participation bound of 001 Thm 4.1.
     #[test]
     fn multi_participation_sensitivity_is_bracketed() {
-        for (m, k, b) in [(12, 3, 4), (10, 2, 5), (16, 4, 3)] {
+        let schemas = |k, b| {
+            [
+                Participation::fixed_epoch_order(k, b).unwrap(),
+                Participation::min_separation(k, b).unwrap(),
+            ]
+        };
+        for (m, k, participation) in [(12, 3, 4), (10, 2, 5), (16, 4, 3)]
+            .into_iter()
+            .flat_map(|(m, k, b)| schemas(k, b).map(move |p| (m, k, p)))
+        {
             let c = encoder(&kernel(m));
-            let participation = Participation::fixed_epoch_order(k, b).unwrap();
             let single = sensitivity(c.as_ref(), &Participation::Single)
                 .unwrap()
                 .value;

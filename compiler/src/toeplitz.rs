@@ -445,15 +445,79 @@ fn fit_omega(theta: &[f64], target: &[f64]) -> Option<Vec<f64>> {
     crate::linalg::cholesky_solve(&gram, &rhs, 1e-12 * trace)
 }
 
-/// The BLT with `buffers` buffers minimizing the loss over `n` steps under `participation`:
-/// L-BFGS on `(logit θ, ω)` from several starts (decays spread log-uniformly over three
-/// ranges, `ω` fitted to the square root's `C⁻¹`), keeping the best.
+/// The BLT with `buffers` buffers minimizing the loss over `n` steps under `participation`
+/// (the last of [`optimize_blt_family`]).
 pub fn optimize_blt(n: usize, buffers: usize, participation: &Participation) -> Result<Blt> {
-    if buffers == 0 || n < 2 {
+    let mut family = optimize_blt_family(n, buffers, participation, &mut |_| {})?;
+    family
+        .pop()
+        .ok_or_else(|| Error::Numerical(format!("no BLT with {buffers} buffers converged")))
+}
+
+/// The BLTs with `1, 2, …, max_buffers` buffers minimizing the loss over `n` steps under
+/// `participation`, each never worse than the one before: buffer count `m` is fitted from the
+/// starts of [`fit_blt`] and from the fit with `m − 1` buffers plus an idle buffer (`ω = 0`, the
+/// same mechanism) at several decays, and the padded `m − 1` fit itself is kept if nothing
+/// beats it. (A fit from fixed starts alone is not monotone: at n = 512 under (4, 128), 5
+/// buffers did worse than 4.) `fitted(m)` is called after each buffer count.
+pub fn optimize_blt_family(
+    n: usize,
+    max_buffers: usize,
+    participation: &Participation,
+    fitted: &mut dyn FnMut(usize),
+) -> Result<Vec<Blt>> {
+    if max_buffers == 0 || max_buffers > mfc_formats::MAX_BLT_BUFFERS as usize || n < 2 {
         return Err(Error::InvalidOption(format!(
-            "a BLT needs at least one buffer and two steps, got {buffers} buffers, n = {n}"
+            "--buffers {max_buffers}: a BLT needs 1 to {} buffers and at least two steps (n = {n})",
+            mfc_formats::MAX_BLT_BUFFERS
         )));
     }
+    let mut family: Vec<Blt> = Vec::with_capacity(max_buffers);
+    for m in 1..=max_buffers {
+        let warm: Vec<Blt> = family.last().map_or_else(Vec::new, idle_buffer_starts);
+        let (value, fit) = fit_blt(n, m, participation, &warm)?;
+        let objective = |blt: &Blt| blt.error(n, participation).loss.ln();
+        let best = match warm.first() {
+            // `warm[0]` is the previous fit padded with an idle buffer: never do worse.
+            Some(padded) if objective(padded) < value => padded.clone(),
+            _ => fit,
+        };
+        family.push(best);
+        fitted(m);
+    }
+    Ok(family)
+}
+
+/// The BLT `previous` with one more buffer of weight `ω = 0` (the same mechanism), its decay
+/// placed below, between (geometric means of `1 − θ`) and above the existing ones; the first
+/// start is the one below the slowest.
+fn idle_buffer_starts(previous: &Blt) -> Vec<Blt> {
+    let mut gaps: Vec<f64> = previous.theta.iter().map(|t| 1.0 - t).collect();
+    gaps.sort_by(|a, b| a.total_cmp(b));
+    let mut new_gaps = vec![gaps[0] / 4.0];
+    new_gaps.extend(gaps.windows(2).map(|w| (w[0] * w[1]).sqrt()));
+    new_gaps.push((gaps[gaps.len() - 1] * 4.0).min(0.9));
+    new_gaps
+        .into_iter()
+        .map(|gap| {
+            let mut blt = previous.clone();
+            blt.theta.push(1.0 - gap);
+            blt.omega.push(0.0);
+            blt
+        })
+        .collect()
+}
+
+/// The best BLT with `buffers` buffers over `n` steps under `participation`: L-BFGS on
+/// `(logit θ, ω)` from several starts (decays spread log-uniformly over three ranges, `ω`
+/// fitted to the square root's `C⁻¹`, in both parametrizations) and from `extra_starts`,
+/// keeping the best; returns its objective `ln L` too.
+fn fit_blt(
+    n: usize,
+    buffers: usize,
+    participation: &Participation,
+    extra_starts: &[Blt],
+) -> Result<(f64, Blt)> {
     let target = inverse_series(&square_root_coefficients(n), n);
     let objective = |x: &[f64]| {
         let blt = Blt::from_parameters(x);
@@ -494,15 +558,22 @@ pub fn optimize_blt(n: usize, buffers: usize, participation: &Participation) -> 
     };
     let square_root = square_root_coefficients(n);
     let mut best: Option<(f64, Blt)> = None;
-    for theta in starts {
+    let warm = extra_starts
+        .iter()
+        .map(|blt| (Vec::new(), Some(blt.clone())));
+    let cold = starts.into_iter().map(|theta| (theta, None));
+    for (theta, warm_start) in warm.chain(cold) {
         let mut candidates = Vec::new();
-        if let Some(omega) = fit_omega(&theta, &target) {
+        if let Some(start) = warm_start {
+            candidates.push(start);
+        }
+        if let Some(omega) = fit_omega(&theta, &target).filter(|_| !theta.is_empty()) {
             candidates.push(Blt {
                 theta: theta.clone(),
                 omega,
             });
         }
-        if let Some(omega) = fit_omega(&theta, &square_root) {
+        if let Some(omega) = fit_omega(&theta, &square_root).filter(|_| !theta.is_empty()) {
             let start = Blt { theta, omega };
             if let Ok((x, _)) = minimize_smooth(&encoder_side, start.parameters()) {
                 candidates.extend(Blt::from_parameters(&x).inverse(n));
@@ -530,8 +601,7 @@ pub fn optimize_blt(n: usize, buffers: usize, participation: &Participation) -> 
         }
         best = Some((value, blt));
     }
-    best.map(|(_, blt)| blt)
-        .ok_or_else(|| Error::Numerical(format!("no BLT with {buffers} buffers converged")))
+    best.ok_or_else(|| Error::Numerical(format!("no BLT with {buffers} buffers converged")))
 }
 
 /// A BLT rounded to the `f32` parameters a blob stores, with the sensitivity of exactly those

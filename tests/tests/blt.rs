@@ -177,3 +177,49 @@ fn bad_input_is_refused_without_changing_state() {
         })
     ));
 }
+
+/// Issue 15: a BLT fitted and compiled for min-separation records, from its stored `f32`
+/// parameters, a sensitivity at least the brute force over every min-separation pattern and
+/// sign vector of the dense encoder `C = T(r)⁻¹` (equal to it when the method is exact), and
+/// fitting with one more buffer never does worse.
+#[test]
+fn min_separation_blob_sensitivity_is_at_least_brute_force() {
+    let (n, k, b) = (40, 3, 8);
+    let schema = Participation::min_separation(k, b).unwrap();
+    let family = mfc_compiler::toeplitz::optimize_blt_family(n, 3, &schema, &mut |_| {}).unwrap();
+    let mut previous = f64::INFINITY;
+    for blt in &family {
+        let compiled = compile_blt(blt, n, n, &schema).unwrap();
+        assert!(
+            compiled.sqrt_loss <= previous * (1.0 + 1e-9),
+            "{} > {previous}",
+            compiled.sqrt_loss
+        );
+        previous = compiled.sqrt_loss;
+        let bytes = encode_blt(&compiled, &BlobOptions::default()).unwrap();
+        let m = Mechanism::from_bytes(&bytes).unwrap();
+        let r = decoder_coefficients(&m, n);
+        let t = faer::Mat::from_fn(n, n, |i, j| if j <= i { r[i - j] } else { 0.0 });
+        let mut c = faer::Mat::<f64>::identity(n, n);
+        t.solve_lower_triangular_in_place(c.as_mut());
+        let rows: Vec<Vec<f64>> = (0..n)
+            .map(|i| (0..n).map(|j| c[(i, j)]).collect())
+            .collect();
+        let truth = mfc_tests::brute_force_min_separation(&rows, k, b);
+        let s = m.header.sensitivity;
+        eprintln!(
+            "{} buffers: recorded {} ({:?}), brute force {truth}",
+            blt.buffers(),
+            s.value,
+            s.method
+        );
+        assert!(s.value >= truth * (1.0 - 1e-12), "{} < {truth}", s.value);
+        if s.method.is_exact() {
+            assert!(
+                (s.value - truth).abs() <= 1e-9 * truth,
+                "{} vs {truth}",
+                s.value
+            );
+        }
+    }
+}

@@ -69,6 +69,31 @@ fn dense_decoder(m: &Mechanism<'_>) -> Vec<Vec<f64>> {
     b
 }
 
+/// `M[i][j]`: the magnitude of what the runtime's `f32` arithmetic adds up for the term of noise
+/// row `j` in release `i` — `|B̂[i, j]|` inside the band, `Σ_q |L[i, q]|·|R[j, q]|` below it (the
+/// runtime accumulates `β = Σ_j R[j,:]ᵀ z_j` and forms `L[i,:]·β`, so cancellation between the
+/// factors is paid in rounding even where the product is small).
+fn term_magnitudes(m: &Mechanism<'_>) -> Vec<Vec<f64>> {
+    let Decoder::BandedLowRank(d) = m.decoder else {
+        panic!("banded decoder expected")
+    };
+    let (n, h, r) = (m.steps() as usize, d.band as usize, d.rank as usize);
+    let at = |t: mfc_formats::F32Table<'_>, i: usize| f64::from(t.get(i).unwrap()).abs();
+    (0..n)
+        .map(|i| {
+            (0..n)
+                .map(|j| match i.checked_sub(j) {
+                    Some(k) if k < h => at(d.diagonals, i * h + k),
+                    Some(_) => (0..r)
+                        .map(|q| at(d.left, i * r + q) * at(d.right, j * r + q))
+                        .sum(),
+                    None => 0.0,
+                })
+                .collect()
+        })
+        .collect()
+}
+
 fn prefix_matrix(n: usize) -> Vec<Vec<f64>> {
     (0..n)
         .map(|i| (0..n).map(|j| f64::from(u8::from(j <= i))).collect())
@@ -136,6 +161,11 @@ fn replay_matches_dense(bytes: &[u8], dim: usize, prefix: bool) {
     let m = Mechanism::from_bytes(bytes).unwrap();
     let n = m.steps() as usize;
     let b = dense_decoder(&m);
+    let magnitude = term_magnitudes(&m);
+    let Decoder::BandedLowRank(d) = m.decoder else {
+        panic!("banded decoder expected")
+    };
+    let terms = (d.band + d.rank) as usize;
     let scale = m.noise_stddev().unwrap();
     let zeta = m.header.clip_norm;
 
@@ -171,7 +201,13 @@ fn replay_matches_dense(bytes: &[u8], dim: usize, prefix: bool) {
             sum[c] += f64::from(x[c]) * clip;
             let noise: f64 = (0..=i).map(|j| b[i][j] * f64::from(z[j][c])).sum();
             let expected = if prefix { sum[c] } else { 0.0 } + scale * noise;
-            let tolerance = 1e-5 * expected.abs().max(1.0);
+            // f32 rounding: relative to the sum, plus the standard bound for the noise's sums of
+            // products, (number of terms + 2)·2⁻²³ times the magnitudes added up.
+            let added: f64 = (0..=i)
+                .map(|j| magnitude[i][j] * f64::from(z[j][c]).abs())
+                .sum();
+            let tolerance = 1e-5 * expected.abs().max(1.0)
+                + (i + terms + 2) as f64 * f64::from(f32::EPSILON) * scale * added;
             assert!(
                 (f64::from(out[c]) - expected).abs() <= tolerance,
                 "d={dim} step {i} coord {c}: runtime {} vs dense {expected}",
@@ -294,4 +330,71 @@ fn multi_epoch_momentum_blob_replays_and_its_sensitivity_is_exact() {
             replay_matches_dense(&bytes, dim, false);
         }
     }
+}
+
+/// Issue 15. `--min-sep b` once meant fixed epoch order (participations exactly b apart): a blob
+/// compiled that way for n = 200, (k, b) = (2, 50), (h, r) = (4, 4) records sensitivity 1, but
+/// two participations more than 50 steps apart — which a 50-step minimum gap allows — give
+/// more, from the blob's own coefficients. Compiled for min-separation, the recorded
+/// sensitivity is at least the brute force over every min-separation pattern and sign vector
+/// (exact when its method says so), and the blob replays as its dense reference.
+#[test]
+fn min_separation_blob_covers_every_pattern_at_least_b_apart() {
+    let (n, k, b) = (200, 2, 50);
+    let workload = Workload::PrefixSum;
+    let a = workload.matrix(n).unwrap();
+    let a_rows: Vec<Vec<f64>> = (0..n)
+        .map(|i| (0..n).map(|j| a[(i, j)]).collect())
+        .collect();
+    let compile_for = |participation| {
+        let options = CompileOptions {
+            participation,
+            ..CompileOptions::default()
+        };
+        encode(
+            &workload,
+            compile(a.as_ref(), 4, 4, &options, &mut |_| {}).unwrap(),
+        )
+        .1
+    };
+
+    let bytes = compile_for(Participation::fixed_epoch_order(k, b).unwrap());
+    let m = Mechanism::from_bytes(&bytes).unwrap();
+    let c = encoder(&dense_decoder(&m), &a_rows);
+    let recorded = m.header.sensitivity.value;
+    let under_min_separation = mfc_tests::brute_force_min_separation(&c, k, b);
+    eprintln!("fixed-epoch blob: recorded {recorded}, min-separation truth {under_min_separation}");
+    assert!((recorded - 1.0).abs() < 1e-4, "{recorded}");
+    assert!(
+        under_min_separation > 1.02 * recorded,
+        "{under_min_separation}"
+    );
+
+    let bytes = compile_for(Participation::min_separation(k, b).unwrap());
+    let m = Mechanism::from_bytes(&bytes).unwrap();
+    assert_eq!(
+        m.header.participation,
+        mfc_formats::Participation::MinSeparation {
+            max_participations: k as u32,
+            min_separation: b as u32
+        }
+    );
+    let c = encoder(&dense_decoder(&m), &a_rows);
+    let truth = mfc_tests::brute_force_min_separation(&c, k, b);
+    let s = m.header.sensitivity;
+    eprintln!(
+        "min-separation blob: recorded {} ({:?}), brute force {truth}",
+        s.value, s.method
+    );
+    assert!(s.value >= truth * (1.0 - 1e-12), "{} < {truth}", s.value);
+    if s.method.is_exact() {
+        assert!(
+            (s.value - truth).abs() <= 1e-9 * truth,
+            "{} vs {truth}",
+            s.value
+        );
+    } else {
+        assert!(s.value <= truth * 1.01, "{} vs {truth}", s.value);
+    }
+    replay_matches_dense(&bytes, 3, true);
 }

@@ -1,16 +1,30 @@
-//! `mfc compare`: one table over the mechanism families for the prefix sum at equal privacy.
+//! `mfc compare`: one table over the mechanism families at equal privacy, every family optimized
+//! for the participation schema it is evaluated under.
 
 use indicatif::{ProgressBar, ProgressStyle};
 use mfc_compiler::compare::{CompareOptions, compare};
 
+use mfc_compiler::blob::neighbouring_factor;
+use mfc_compiler::compare::Row;
+use mfc_compiler::report::neighbouring_name;
+
+use crate::compile::parse_workload;
 use crate::schema::SchemaArgs;
 
-/// Compare the optimum, banded+low-rank, BLT, banded Toeplitz, square root and tree mechanisms.
+/// Compare the optimum, banded+low-rank, stamping, BLT, FFT, banded Toeplitz, square root and
+/// tree mechanisms (the last five for the prefix sum only), each optimized for the schema.
 #[derive(clap::Args)]
 pub struct Args {
     /// Number of steps n.
     #[arg(long)]
     steps: usize,
+    /// The workload A, as for `mfc compile`: `prefix`, `momentum:BETA` (with --cooldown) or
+    /// `npy:PATH`.
+    #[arg(long, default_value = "prefix")]
+    workload: String,
+    /// Learning-rate cooldown of the momentum workload: `STEPS:FINAL`.
+    #[arg(long)]
+    cooldown: Option<String>,
     #[command(flatten)]
     schema: SchemaArgs,
     /// h of the banded-plus-low-rank row.
@@ -22,9 +36,12 @@ pub struct Args {
     /// BLT rows for 1..=this many buffers.
     #[arg(long, default_value_t = 5)]
     max_buffers: usize,
-    /// Coefficients of the banded Toeplitz row (at most b under (k, b)).
+    /// Coefficients of the banded Toeplitz row (at most b under several participations).
     #[arg(long, default_value_t = 16)]
     toeplitz_bands: usize,
+    /// L-BFGS iterations of the (h, r) row's shipped-loss refinement.
+    #[arg(long, default_value_t = 50)]
+    refine: usize,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -32,17 +49,21 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let participation = args.schema.participation()?;
+    let (workload, _) = parse_workload(&args.workload, Some(args.steps), args.cooldown.as_deref())?;
+    let label = workload.label();
     let bar = ProgressBar::new_spinner();
     bar.set_style(ProgressStyle::with_template("{spinner} {elapsed} {msg}")?);
     bar.enable_steady_tick(std::time::Duration::from_millis(200));
     let rows = compare(
         &CompareOptions {
+            workload,
             steps: args.steps,
             participation,
             band: args.band,
             rank: args.rank,
             max_buffers: args.max_buffers,
             toeplitz_bands: args.toeplitz_bands,
+            refine_iterations: args.refine,
         },
         &mut |what| bar.set_message(format!("n = {}: {what}", args.steps)),
     )?;
@@ -51,31 +72,58 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
     }
+    let neighbouring = args.schema.neighbouring()?;
+    // Replace-one doubles every sensitivity and so every noise figure.
+    let factor = neighbouring_factor(neighbouring)?;
     println!(
-        "prefix sum, n = {}, {}; units of σ·ζ",
+        "{label}, n = {}, {}, {} neighbours; units of σ·ζ",
         args.steps,
-        participation.describe()
+        participation.describe(),
+        neighbouring_name(neighbouring)
     );
     println!();
     println!(
-        "| mechanism | √L | max step stddev | sensitivity | RAM floats/coord | flops/step/coord | blob bytes |"
+        "| mechanism | √L | max step stddev | sensitivity | RAM floats/coord | flops/step/coord | blob bytes | seconds |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for r in &rows {
+        if r.lower_bound {
+            println!(
+                "| {} | ≥ {:.4} | — | — | — | — | — | {:.1} |",
+                r.mechanism,
+                factor * r.sqrt_loss,
+                r.seconds
+            );
+            continue;
+        }
         println!(
-            "| {}{} | {:.4} | {:.4} | {} | {} | {} | {} |",
+            "| {}{} | {:.4} | {:.4} | {} | {} | {} | {} | {:.1} |",
             r.mechanism,
             if r.streaming { "" } else { " ‡" },
-            r.sqrt_loss,
-            r.max_step_stddev,
+            factor * r.sqrt_loss,
+            factor * r.max_step_stddev,
             r.sensitivity_method,
             r.ram_floats,
             r.flops_per_step,
             r.blob_bytes.map_or("—".into(), |b| b.to_string()),
+            r.seconds,
         );
     }
     println!();
     println!("‡ not streaming: release i uses later noise; a comparison point only.");
+    println!();
+    println!("The front: the streaming mechanisms no other beats on both state and √L.");
+    println!();
+    println!("| RAM floats/coord | √L | mechanism |");
+    println!("|---|---|---|");
+    for r in front(&rows) {
+        println!(
+            "| {} | {:.4} | {} |",
+            r.ram_floats,
+            factor * r.sqrt_loss,
+            r.mechanism
+        );
+    }
     println!();
     println!("BLT past its horizon (same parameters; √L and sensitivity over N steps):");
     println!();
@@ -91,4 +139,27 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     Ok(())
+}
+
+/// The streaming mechanisms on the front of state against loss: sorted by state, each with a
+/// smaller `√L` than every row with less or equal state.
+fn front(rows: &[Row]) -> Vec<&Row> {
+    let mut candidates: Vec<&Row> = rows
+        .iter()
+        .filter(|r| r.streaming && !r.lower_bound)
+        .collect();
+    candidates.sort_by(|p, q| {
+        p.ram_floats
+            .cmp(&q.ram_floats)
+            .then(p.sqrt_loss.total_cmp(&q.sqrt_loss))
+    });
+    let mut best = f64::INFINITY;
+    candidates
+        .into_iter()
+        .filter(|r| {
+            let keep = r.sqrt_loss < best;
+            best = best.min(r.sqrt_loss);
+            keep
+        })
+        .collect()
 }

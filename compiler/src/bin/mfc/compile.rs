@@ -95,7 +95,7 @@ fn parse_number<T: std::str::FromStr>(text: &str, what: &str) -> Result<T, Error
         .map_err(|_| Error::InvalidOption(format!("{what}: cannot parse `{text}`")))
 }
 
-fn parse_workload(
+pub(crate) fn parse_workload(
     spec: &str,
     steps: Option<usize>,
     cooldown: Option<&str>,

@@ -10,6 +10,8 @@ use mfc_compiler::stamp::evaluate_gram;
 use mfc_compiler::workload::Workload;
 use plotters::prelude::*;
 
+use crate::schema::SchemaArgs;
+
 /// Draw per-step error curves or factorization heatmaps as SVG.
 #[derive(clap::Args)]
 pub struct Args {
@@ -20,12 +22,8 @@ pub struct Args {
     /// Number of steps n (the heatmap accepts at most 512).
     #[arg(long)]
     steps: usize,
-    /// k: participations per record (single participation when absent).
-    #[arg(long, requires = "min_sep")]
-    epochs: Option<usize>,
-    /// b: steps between a record's participations.
-    #[arg(long, requires = "epochs")]
-    min_sep: Option<usize>,
+    #[command(flatten)]
+    schema: SchemaArgs,
     /// The SVG file to write.
     #[arg(long)]
     out: PathBuf,
@@ -36,17 +34,19 @@ type Plot = Result<(), Box<dyn std::error::Error>>;
 fn errors(args: &Args, participation: Participation) -> Plot {
     let rows = compare(
         &CompareOptions {
+            workload: Workload::PrefixSum,
             steps: args.steps,
             participation,
             band: 4,
             rank: 4,
             max_buffers: 4,
             toeplitz_bands: 16,
+            refine_iterations: 50,
         },
         &mut |_| {},
     )?;
     let keep = [
-        "optimal",
+        rows[0].mechanism.as_str(),
         "banded + low rank",
         "BLT, 4",
         "FFT, OptimalDecoder",
@@ -152,10 +152,7 @@ fn heatmap(args: &Args, participation: Participation) -> Plot {
 }
 
 pub fn run(args: Args) -> Plot {
-    let participation = match (args.epochs, args.min_sep) {
-        (Some(k), Some(b)) => Participation::fixed_epoch_order(k, b)?,
-        _ => Participation::Single,
-    };
+    let participation = args.schema.participation()?;
     match args.kind.as_str() {
         "errors" => errors(&args, participation)?,
         "heatmap" => heatmap(&args, participation)?,
