@@ -633,7 +633,7 @@ fn fit_blt(
             };
             let polished = Blt::from_parameters(&x);
             let score = shipped_score(&polished, n, participation);
-            if !(score < value - 1e-12) {
+            if score >= value - 1e-12 {
                 break;
             }
             (value, blt) = (score, polished);
