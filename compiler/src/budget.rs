@@ -8,22 +8,25 @@
 //! optimum dominates); both constants were measured on the repository's 2-core machine
 //! (BENCHMARKS.md, "Honest limits"), so the time is a rough guide elsewhere, while the memory,
 //! a count of matrices, holds on any machine. The multi-epoch optimizer (fixed epoch order)
-//! runs more iterations: [`Estimate::seconds`] scales by its measured factor.
+//! runs more iterations: [`Estimate::seconds`] scales by its measured factor. Min-separation's
+//! banded optimizer is not modelled separately.
 
 use crate::participation::Participation;
 
-/// `n × n` `f64` matrices alive at the peak of a dense compile (measured: see the module docs).
+/// `n × n` `f64` matrices alive at the peak of a dense compile: the whole compile at n = 4096
+/// peaked at 1 364 448 kB resident (BENCHMARKS.md), 9.7 matrices of 134 MB over the base.
 pub const MATRICES_AT_PEAK: f64 = 10.0;
 
 /// Bytes of the process besides the matrices (binary, allocator, small vectors).
 pub const BASE_BYTES: f64 = 64.0 * 1024.0 * 1024.0;
 
-/// Seconds per `n³` of a whole single-participation compile on the repository's machine.
+/// Seconds per `n³` of a whole single-participation compile on the repository's machine when
+/// it is quiet (the certified optimum alone: 155 s at n = 4096, 2.3e-9·n³).
 pub const SECONDS_PER_CUBE: f64 = 2.5e-9;
 
 /// How much longer than a single-participation compile the fixed-epoch optimizer takes for the
-/// same `n` (its dual fixed point runs more iterations).
-pub const FIXED_EPOCH_FACTOR: f64 = 3.0;
+/// same `n` (first-order L-BFGS: 482 s at n = 2000, (20, 100), against about 20 s).
+pub const FIXED_EPOCH_FACTOR: f64 = 25.0;
 
 /// The estimated cost of a dense compile.
 #[derive(Debug, Clone, Copy, PartialEq)]
