@@ -5,6 +5,7 @@
 
 pub mod banded;
 pub mod blob;
+pub mod budget;
 pub mod calibrate;
 pub mod compare;
 pub mod compress;
@@ -17,6 +18,7 @@ pub mod mechanism;
 pub mod multi_epoch;
 pub mod optimize;
 pub mod participation;
+mod refine;
 pub mod report;
 pub mod sensitivity;
 pub mod stamp;

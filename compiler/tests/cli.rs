@@ -123,6 +123,49 @@ fn compile_rejects_bad_options_with_exit_code_2() {
     assert!(err.contains("unknown workload"));
 }
 
+/// Issue 18: a horizon whose dense compile would not fit in this machine's memory is refused
+/// before any matrix is built (n = 50 000 would need tens of GB), naming the option, the value,
+/// the largest `--steps` that fits and the forms that scale; no blob is written.
+#[test]
+fn compile_refuses_a_dense_compile_larger_than_the_machine() {
+    let out = temp("huge.mfc");
+    let err = assert_refused(&args("compile --steps 50000 --out {}", &[&out]));
+    for needle in [
+        "--steps 50000",
+        "GB of memory",
+        "available",
+        "--steps up to",
+        "--form blt",
+        "fft",
+        "banded Toeplitz",
+        "--force",
+    ] {
+        assert!(err.contains(needle), "missing {needle:?} in {err}");
+    }
+    assert!(!out.exists());
+}
+
+/// Issue 18: with stderr not a terminal (a log file, CI), the optimizer's progress is printed as
+/// lines with the iteration and the duality gap, the first one at once.
+#[test]
+fn compile_prints_progress_lines_when_stderr_is_not_a_terminal() {
+    let out = temp("progress.mfc");
+    let o = mfc(&args(
+        "compile --steps 48 --band 3 --rank 2 --out {}",
+        &[&out],
+    ));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    let line = err
+        .lines()
+        .find(|l| l.contains("iteration 1,"))
+        .unwrap_or_else(|| panic!("no progress line in {err:?}"));
+    assert!(
+        line.starts_with("mfc: ") && line.contains("relative duality gap"),
+        "{line}"
+    );
+}
+
 #[test]
 fn inspect_reports_corruption_and_exits_2() {
     let out = temp("corrupt.mfc");

@@ -1,11 +1,13 @@
 //! `mfc compile`: optimize → compress → normalize → calibrate → write the blob, then report.
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use mfc_compiler::Error;
 use mfc_compiler::blob::{self, BlobOptions};
+use mfc_compiler::budget;
 use mfc_compiler::calibrate::{epsilon_for_noise_multiplier, noise_multiplier_for};
 use mfc_compiler::compress::CompressOptions;
 use mfc_compiler::fft::{FftKind, FftOptions, compile_fft};
@@ -88,6 +90,10 @@ pub struct Args {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// Run the dense (banded) compile even when its estimated memory exceeds what this machine
+    /// has available.
+    #[arg(long)]
+    force: bool,
 }
 
 fn parse_number<T: std::str::FromStr>(text: &str, what: &str) -> Result<T, Error> {
@@ -184,7 +190,6 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let started = Instant::now();
     let calibration = calibration(&args)?;
     let (workload, steps) = parse_workload(&args.workload, args.steps, args.cooldown.as_deref())?;
-    let a = workload.matrix(steps)?;
     let participation = args.schema.participation()?;
     let blob_options = BlobOptions {
         clip_norm: args.clip_norm,
@@ -209,15 +214,8 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             .into());
         }
     }
-    let bar = ProgressBar::new_spinner();
-    bar.set_style(ProgressStyle::with_template("{spinner} {elapsed} {msg}")?);
-    let mut on_progress = |p: &Progress| {
-        bar.set_message(format!(
-            "optimizing n = {steps}: iteration {}, relative duality gap {:.2e} (target {:.0e})",
-            p.iteration, p.relative_gap, args.gap
-        ));
-        bar.tick();
-    };
+    check_budget(&args, steps, &participation)?;
+    let a = workload.matrix(steps)?;
     let mut options = CompileOptions {
         participation,
         optimize: OptimizeOptions {
@@ -234,15 +232,22 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         },
         ..CompileOptions::default()
     };
+    let mut status = Status::new(started)?;
     options.stamps = if args.stamps == "auto" {
-        bar.set_message("choosing the number of stamps by loss");
+        status.say("choosing the number of stamps by loss");
         let tried = choose_stamps(a.as_ref(), &options)?;
         tried.first().map_or(1, |&(s, _)| s)
     } else {
         parse_number(&args.stamps, "--stamps")?
     };
+    let mut on_progress = |p: &Progress| {
+        status.say(&format!(
+            "optimizing n = {steps}: iteration {}, relative duality gap {:.2e} (target {:.0e})",
+            p.iteration, p.relative_gap, args.gap
+        ));
+    };
     let compiled = compile(a.as_ref(), args.band, args.rank, &options, &mut on_progress)?;
-    bar.finish_and_clear();
+    status.finish();
 
     let blob = blob::encode(&compiled, &workload, &blob_options)?;
     write_blob(&args.out, &blob)?;
@@ -255,6 +260,103 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print!("{report}");
+    }
+    Ok(())
+}
+
+/// Progress on stderr: a spinner on a terminal, otherwise (logs of CI or cluster jobs) a line
+/// every [`PROGRESS_EVERY`], the first as soon as there is something to say.
+struct Status {
+    bar: Option<ProgressBar>,
+    started: Instant,
+    last_line: Option<Instant>,
+}
+
+/// How often a non-terminal stderr gets a progress line.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
+
+impl Status {
+    fn new(started: Instant) -> Result<Self, Box<dyn std::error::Error>> {
+        let bar = if std::io::stderr().is_terminal() {
+            let bar = ProgressBar::new_spinner();
+            bar.set_style(ProgressStyle::with_template("{spinner} {elapsed} {msg}")?);
+            Some(bar)
+        } else {
+            None
+        };
+        Ok(Self {
+            bar,
+            started,
+            last_line: None,
+        })
+    }
+
+    fn say(&mut self, message: &str) {
+        match &self.bar {
+            Some(bar) => {
+                bar.set_message(message.to_string());
+                bar.tick();
+            }
+            None => {
+                if self.last_line.is_none_or(|t| t.elapsed() >= PROGRESS_EVERY) {
+                    eprintln!(
+                        "mfc: {:.0} s: {message}",
+                        self.started.elapsed().as_secs_f64()
+                    );
+                    self.last_line = Some(Instant::now());
+                }
+            }
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+/// Before any `O(n³)` work: the estimated memory and time of the dense compile on stderr, and a
+/// refusal (naming the forms that scale) when the memory exceeds what this machine has
+/// available, unless `--force`.
+fn check_budget(args: &Args, steps: usize, participation: &Participation) -> Result<(), Error> {
+    let stamps = args.stamps.parse::<usize>().unwrap_or(1).max(1);
+    let estimate = budget::estimate(steps, steps / stamps, participation);
+    let gb = |bytes: f64| bytes / 1e9;
+    let time = |seconds: f64| {
+        if seconds < 120.0 {
+            format!("{seconds:.0} s")
+        } else if seconds < 7200.0 {
+            format!("{:.0} min", seconds / 60.0)
+        } else {
+            format!("{:.0} h", seconds / 3600.0)
+        }
+    };
+    let available = budget::available_memory();
+    if let Some(available) = available {
+        if estimate.bytes > available && !args.force {
+            return Err(Error::InvalidOption(format!(
+                "--steps {steps}: the dense compile of the banded form needs about {:.1} GB of memory \
+                 and {} on a 2-core machine; this machine has {:.1} GB available, enough for \
+                 --steps up to {}. Forms that scale to any n: --form blt (buffered linear \
+                 Toeplitz: fitted in seconds, any horizon), --form fft or fft-optimal (no \
+                 optimization, O(n log n) per block), and banded Toeplitz (see `mfc compare`); \
+                 --force runs the dense compile anyway",
+                gb(estimate.bytes),
+                time(estimate.seconds),
+                gb(available),
+                budget::largest_steps_within(available)
+            )));
+        }
+    }
+    if estimate.seconds >= 10.0 || estimate.bytes >= 1e9 {
+        eprintln!(
+            "mfc: n = {steps}: the dense compile needs about {:.1} GB of memory{} and {} on a \
+             2-core machine",
+            gb(estimate.bytes),
+            available.map_or(String::new(), |a| format!(" ({:.1} GB available)", gb(a))),
+            time(estimate.seconds)
+        );
     }
     Ok(())
 }

@@ -1,0 +1,113 @@
+//! What a dense compile will cost, known from `n` before any `O(n³)` work: the estimate behind
+//! `mfc compile`'s honest limits.
+//!
+//! The dense path (the certified optimum, the streaming factorization, the fit and the
+//! sensitivity of what ships) holds a few `n × n` `f64` matrices at once and runs a few dozen
+//! `O(n³)` factorizations and products. Its peak memory is `MATRICES_AT_PEAK · 8n²` bytes plus
+//! the process's base, and its time `SECONDS_PER_CUBE · n³` for single participation (the
+//! optimum dominates); both constants were measured on the repository's 2-core machine
+//! (BENCHMARKS.md, "Honest limits"), so the time is a rough guide elsewhere, while the memory,
+//! a count of matrices, holds on any machine. The multi-epoch optimizer (fixed epoch order)
+//! runs more iterations: [`Estimate::seconds`] scales by its measured factor. Min-separation's
+//! banded optimizer is not modelled separately.
+
+use crate::participation::Participation;
+
+/// `n × n` `f64` matrices alive at the peak of a dense compile: the whole compile at n = 4096
+/// peaked at 1 364 448 kB resident (BENCHMARKS.md), 9.7 matrices of 134 MB over the base.
+pub const MATRICES_AT_PEAK: f64 = 10.0;
+
+/// Bytes of the process besides the matrices (binary, allocator, small vectors).
+pub const BASE_BYTES: f64 = 64.0 * 1024.0 * 1024.0;
+
+/// Seconds per `n³` of a whole single-participation compile on the repository's machine when
+/// it is quiet (the certified optimum alone: 155 s at n = 4096, 2.3e-9·n³).
+pub const SECONDS_PER_CUBE: f64 = 2.5e-9;
+
+/// How much longer than a single-participation compile the fixed-epoch optimizer takes for the
+/// same `n` (first-order L-BFGS: 482 s at n = 2000, (20, 100), against about 20 s).
+pub const FIXED_EPOCH_FACTOR: f64 = 25.0;
+
+/// The estimated cost of a dense compile.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Estimate {
+    /// Steps of the workload.
+    pub steps: usize,
+    /// Peak resident memory, bytes.
+    pub bytes: f64,
+    /// Wall-clock seconds on the repository's 2-core machine.
+    pub seconds: f64,
+}
+
+/// The estimate for `n` steps whose optimum is computed on blocks of `block` steps
+/// (`n / stamps`) under `participation`.
+pub fn estimate(steps: usize, block: usize, participation: &Participation) -> Estimate {
+    let n = steps as f64;
+    let m = block.min(steps) as f64;
+    let factor = match participation {
+        Participation::FixedEpochOrder { separation, .. } if *separation < block => {
+            FIXED_EPOCH_FACTOR
+        }
+        _ => 1.0,
+    };
+    // The optimum is O(m³); the factorization, fit and sensitivity of the whole mechanism are
+    // a few O(n³) products (about a quarter of a single-participation compile of n steps).
+    let seconds = SECONDS_PER_CUBE * (factor * m * m * m + 0.25 * n * n * n);
+    Estimate {
+        steps,
+        bytes: BASE_BYTES + MATRICES_AT_PEAK * 8.0 * n * n,
+        seconds,
+    }
+}
+
+/// The largest `n` whose estimated memory fits in `bytes`.
+pub fn largest_steps_within(bytes: f64) -> usize {
+    let room = (bytes - BASE_BYTES).max(0.0);
+    (room / (MATRICES_AT_PEAK * 8.0)).sqrt().floor() as usize
+}
+
+/// The memory this machine can give a new process now: `MemAvailable` of `/proc/meminfo`
+/// (Linux), in bytes; `None` where it cannot be read.
+pub fn available_memory() -> Option<f64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    info.lines()
+        .find_map(|line| line.strip_prefix("MemAvailable:"))
+        .and_then(|rest| rest.trim().strip_suffix("kB"))
+        .and_then(|kb| kb.trim().parse::<f64>().ok())
+        .map(|kb| kb * 1024.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Memory grows as `n²`, time as `n³`; the inverse of the memory estimate is consistent
+    /// with it.
+    #[test]
+    fn scales_and_inverts() {
+        let small = estimate(1000, 1000, &Participation::Single);
+        let large = estimate(2000, 2000, &Participation::Single);
+        let ratio = (large.bytes - BASE_BYTES) / (small.bytes - BASE_BYTES);
+        assert!((ratio - 4.0).abs() < 1e-9);
+        assert!((large.seconds / small.seconds - 8.0).abs() < 1e-9);
+        let n = largest_steps_within(small.bytes);
+        assert!(n == 1000 || n == 999, "{n}");
+        assert!(estimate(n + 1, n + 1, &Participation::Single).bytes > small.bytes);
+        // A stamped compile optimizes smaller blocks: cheaper in time, not in memory.
+        let stamped = estimate(2000, 500, &Participation::Single);
+        assert!(stamped.seconds < large.seconds && stamped.bytes == large.bytes);
+        let fixed = estimate(
+            2000,
+            2000,
+            &Participation::fixed_epoch_order(20, 100).unwrap(),
+        );
+        assert!(fixed.seconds > large.seconds);
+    }
+
+    #[test]
+    fn reads_this_machine() {
+        if std::path::Path::new("/proc/meminfo").exists() {
+            assert!(available_memory().is_some_and(|b| b > 0.0));
+        }
+    }
+}
