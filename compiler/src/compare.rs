@@ -20,7 +20,7 @@ use serde::Serialize;
 use crate::Result;
 use crate::blob::{self, BlobOptions};
 use crate::fft::{FftKind, FftOptions, compile_fft};
-use crate::mechanism::{CompileOptions, compile, optimal_gram};
+use crate::mechanism::{CompileOptions, certificate_holds, compile, optimal_gram};
 use crate::optimize::Progress;
 use crate::participation::{Participation, sensitivity};
 use crate::stamp::choose_stamps;
@@ -83,6 +83,8 @@ pub struct CompareOptions {
     pub toeplitz_bands: usize,
     /// L-BFGS iterations of the `(h, r)` row's shipped-loss refinement.
     pub refine_iterations: usize,
+    /// The neighbouring relation: replace-one doubles every sensitivity and noise figure.
+    pub neighbouring: mfc_formats::Neighbouring,
 }
 
 /// `sens(C)` under the schema, the per-step variances of `B` and the resulting row.
@@ -192,9 +194,13 @@ fn optimum_row(
                 (*min_separation).min(n)
             )
         }
-        _ => {
+        _ if certificate_holds(participation, n) => {
             progress("optimal factorization");
             "optimal (dense B), certified".into()
+        }
+        _ => {
+            progress("optimal factorization");
+            "dense B optimized for k = ⌈n/b⌉ (not certified for this k)".into()
         }
     };
     let (_, x) = optimal_gram(a, compile_options, &mut |_: &Progress| {})?;
@@ -222,6 +228,26 @@ fn optimum_row(
 /// `1..=max_buffers` buffers, FFT, banded Toeplitz, the square root and the Honaker tree
 /// estimators. `progress` reports the optimizations (they dominate the time).
 pub fn compare(options: &CompareOptions, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
+    let factor = crate::blob::neighbouring_factor(options.neighbouring)?;
+    let mut rows = compare_add_remove(options, progress)?;
+    // Replace-one: every row's sensitivity and noise is twice that of add/remove.
+    for row in &mut rows {
+        row.sqrt_loss *= factor;
+        row.max_step_stddev *= factor;
+        row.per_step_stddev.iter_mut().for_each(|s| *s *= factor);
+        for (_, sqrt_loss, sensitivity) in &mut row.beyond_horizon {
+            *sqrt_loss *= factor;
+            *sensitivity *= factor;
+        }
+    }
+    Ok(rows)
+}
+
+/// [`compare`] for add/remove neighbours.
+fn compare_add_remove(
+    options: &CompareOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<Row>> {
     let n = options.steps;
     let participation = &options.participation;
     let workload = &options.workload;
@@ -239,14 +265,23 @@ pub fn compare(options: &CompareOptions, progress: &mut dyn FnMut(&str)) -> Resu
     let row = optimum_row(a.as_ref(), &compile_options, progress)?;
     clock.push(&mut rows, row);
 
-    if let Participation::MinSeparation {
-        max_participations,
-        min_separation,
-    } = *participation
-    {
+    let fixed = match *participation {
+        Participation::MinSeparation {
+            max_participations,
+            min_separation,
+        } => Some(Participation::fixed_epoch_order(
+            max_participations,
+            min_separation,
+        )?),
+        _ => None,
+    };
+    // The floor holds only where the fixed-epoch certificate does.
+    if let Some(fixed) = fixed.filter(|f| certificate_holds(f, n)) {
+        let (max_participations, min_separation) =
+            (fixed.max_participations(), fixed.separation().unwrap_or(n));
         progress("the certified fixed-epoch optimum (a floor)");
         let fixed = CompileOptions {
-            participation: Participation::fixed_epoch_order(max_participations, min_separation)?,
+            participation: fixed,
             ..compile_options.clone()
         };
         let (optimum, _) = optimal_gram(a.as_ref(), &fixed, &mut |_: &Progress| {})?;
@@ -472,6 +507,7 @@ mod tests {
                     max_buffers: 2,
                     toeplitz_bands: 8,
                     refine_iterations: 50,
+                    neighbouring: mfc_formats::Neighbouring::AddOrRemove,
                 },
                 &mut |_| {},
             )

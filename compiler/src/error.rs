@@ -55,9 +55,11 @@ impl fmt::Display for Error {
 
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        // Io and Blob display their inner error themselves: its source is theirs (a chain
+        // printed as `mfc: {err}: {source}…` would say it twice otherwise).
         match self {
-            Error::Io(e) => Some(e),
-            Error::Blob(e) => Some(e),
+            Error::Io(e) => e.source(),
+            Error::Blob(e) => std::error::Error::source(e),
             _ => None,
         }
     }

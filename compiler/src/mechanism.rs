@@ -98,9 +98,27 @@ fn shipped(
     ))
 }
 
+/// Whether the dual bound of [`optimal_gram`]'s optimum (for a block of `block` steps) is a lower
+/// bound on the loss of every factorization in the optimized class under `participation`: for
+/// single participation always (003 Thm 3.2); for fixed epoch order when the block holds one
+/// participation at most (`b ≥ block`) or when `k ≥ ⌈block/b⌉` (the multi-epoch optimizer
+/// constrains every residue class mod `b` to sum to 1, which is the `(k, b)` constraint only
+/// when a record may take part in every member of its class); never for min-separation.
+pub fn certificate_holds(participation: &Participation, block: usize) -> bool {
+    match *participation {
+        Participation::Single => true,
+        Participation::FixedEpochOrder { epochs, separation } => {
+            separation >= block || epochs >= block.div_ceil(separation)
+        }
+        Participation::MinSeparation { .. } => false,
+    }
+}
+
 /// The optimal Gram matrix `X = CᵀC` for `participation`, optimized on a block of `n / stamps`
 /// steps (the leading block of `A`) and stamped to `n`: single participation by φ (003 §3),
-/// several participations per block by the multi-epoch optimizer (001 §3).
+/// several participations per block by the multi-epoch optimizer (001 §3) for fixed epoch order
+/// and by the banded optimizer (BandMF with `b` bands, [`optimize_min_separation`]) for
+/// min-separation. [`certificate_holds`] says whether the optimum's dual bound is a certificate.
 pub fn optimal_gram(
     a: MatRef<'_, f64>,
     options: &CompileOptions,
@@ -165,8 +183,9 @@ pub fn compile_banded(
 /// Compiles a mechanism for `a` under `options.participation` (optionally stamped), compressed
 /// to `(band, rank)`, normalized and rounded, with the sensitivity of what ships.
 ///
-/// Under multiple participation the loss refinement of [`refine_for_shipped_loss`] (whose
-/// surrogate is the single-participation column norm) is skipped: the ALS fit ships.
+/// The ALS fit is refined on the loss that ships under the schema
+/// ([`refine_for_shipped_loss`]); the sensitivity recorded is then computed again from the
+/// normalized, `f32`-rounded coefficients.
 pub fn compile(
     a: MatRef<'_, f64>,
     band: usize,

@@ -11,7 +11,7 @@ use mfc_formats::{Neighbouring, SensitivityMethod};
 
 use crate::Result;
 use crate::blob::{BlobOptions, neighbouring_factor};
-use crate::mechanism::CompiledMechanism;
+use crate::mechanism::{CompiledMechanism, certificate_holds};
 use crate::participation::Participation;
 
 /// The privacy calibration recorded in a blob, as reported.
@@ -31,6 +31,122 @@ pub struct PrivacyReport {
     pub max_stddev_per_step: f64,
 }
 
+/// What every compile report states about what ships, whatever its form: the schema and the
+/// relation in words, the sensitivity recorded in the blob (twice the encoder's for replace-one)
+/// and how it was computed, and the error and calibration it implies.
+#[derive(Debug, Clone, Serialize)]
+pub struct PrivacyStatement {
+    /// The participation schema in words ([`Participation::describe`]).
+    pub participation: String,
+    /// The neighbouring relation the privacy figures are for: `add-remove` or `replace-one`.
+    pub neighbouring: &'static str,
+    /// The unit of privacy in words ([`privacy_unit`]).
+    pub privacy_unit: String,
+    /// `sqrt(L)` of what ships, for `σ = ζ = 1` (units of `σ·ζ`, relation included).
+    pub sqrt_loss: f64,
+    /// The sensitivity recorded in the blob, computed from the stored coefficients.
+    pub sensitivity: f64,
+    /// How the sensitivity was computed.
+    pub sensitivity_method: &'static str,
+    /// Whether `sensitivity` is exact rather than an upper bound.
+    pub sensitivity_exact: bool,
+    /// `ζ`.
+    pub clip_norm: f64,
+    /// Per-step standard deviation for `σ = ζ = 1`, `sens·‖B̂[i,:]‖`, for every step.
+    pub step_stddev: Vec<f64>,
+    /// Calibration, if the blob is calibrated.
+    pub privacy: Option<PrivacyReport>,
+}
+
+impl PrivacyStatement {
+    /// The statement for a mechanism written with `options` under `participation`, whose encoder
+    /// has sensitivity `sensitivity` (computed by `method`) and whose decoder gives
+    /// `per_step_variance` for `σ = ζ = 1` and that sensitivity.
+    pub fn new(
+        options: &BlobOptions,
+        participation: &Participation,
+        sensitivity: f64,
+        method: SensitivityMethod,
+        per_step_variance: &[f64],
+    ) -> Result<Self> {
+        let factor = neighbouring_factor(options.neighbouring)?;
+        let clip_norm = options.clip_norm;
+        let step_stddev: Vec<f64> = per_step_variance
+            .iter()
+            .map(|v| factor * v.sqrt())
+            .collect();
+        let sqrt_loss = step_stddev.iter().map(|s| s * s).sum::<f64>().sqrt();
+        let max_stddev = step_stddev.iter().copied().fold(0.0, f64::max);
+        let steps = step_stddev.len().max(1) as f64;
+        let privacy = options.calibration.map(|cal| PrivacyReport {
+            noise_multiplier: cal.noise_multiplier,
+            epsilon: cal.target.map(|t| t.epsilon),
+            delta: cal.target.map(|t| t.delta),
+            zcdp_rho: crate::calibrate::zcdp_rho(cal.noise_multiplier),
+            rmse_per_step: cal.noise_multiplier * clip_norm * sqrt_loss / steps.sqrt(),
+            max_stddev_per_step: cal.noise_multiplier * clip_norm * max_stddev,
+        });
+        Ok(Self {
+            participation: participation.describe(),
+            neighbouring: neighbouring_name(options.neighbouring),
+            privacy_unit: privacy_unit(participation, options.neighbouring, clip_norm),
+            sqrt_loss,
+            sensitivity: factor * sensitivity,
+            sensitivity_method: method_description(method),
+            sensitivity_exact: method.is_exact(),
+            clip_norm,
+            step_stddev,
+            privacy,
+        })
+    }
+}
+
+impl fmt::Display for PrivacyStatement {
+    /// The lines after the mechanism's own: sensitivity, error, calibration, unit of privacy.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "sensitivity         {:.9}  ({}{})",
+            self.sensitivity,
+            self.sensitivity_method,
+            if self.neighbouring == "replace-one" {
+                "; doubled for replace-one"
+            } else {
+                ""
+            }
+        )?;
+        let max = self.step_stddev.iter().copied().fold(0.0, f64::max);
+        let last = self.step_stddev.last().copied().unwrap_or(0.0);
+        writeln!(
+            f,
+            "per-step stddev     max {max:.4}, last {last:.4}  (units of σ·ζ)"
+        )?;
+        writeln!(f, "clip norm           {}", self.clip_norm)?;
+        match &self.privacy {
+            Some(p) => {
+                write!(f, "privacy             σ = {:.6}", p.noise_multiplier)?;
+                if let (Some(e), Some(d)) = (p.epsilon, p.delta) {
+                    write!(
+                        f,
+                        "  for (ε, δ) = ({e}, {d:e}), {} neighbours",
+                        self.neighbouring
+                    )?;
+                }
+                writeln!(
+                    f,
+                    ", ρ-zCDP {:.4e}; RMSE per step {:.4}, max stddev {:.4}",
+                    p.zcdp_rho, p.rmse_per_step, p.max_stddev_per_step
+                )?;
+            }
+            None => writeln!(
+                f,
+                "privacy             not calibrated (the caller supplies σ)"
+            )?,
+        }
+        writeln!(f, "unit of privacy     {}", self.privacy_unit)
+    }
+}
+
 /// Everything `mfc compile` reports.
 #[derive(Debug, Clone, Serialize)]
 pub struct CompileReport {
@@ -42,14 +158,9 @@ pub struct CompileReport {
     pub band: usize,
     /// `r`.
     pub rank: usize,
-    /// `sqrt(L)` of the mechanism that ships (f32 coefficients, sensitivity of `B̂⁻¹A`).
-    pub sqrt_loss: f64,
-    /// The participation schema in words ([`Participation::describe`]).
-    pub participation: String,
-    /// The neighbouring relation the privacy figures are for: `add-remove` or `replace-one`.
-    pub neighbouring: &'static str,
-    /// The unit of privacy in words ([`privacy_unit`]).
-    pub privacy_unit: String,
+    /// What ships and how private it is: the schema, the relation, the sensitivity, the error.
+    #[serde(flatten)]
+    pub statement: PrivacyStatement,
     /// How many times the block encoder is repeated (1: not stamped).
     pub stamps: usize,
     /// `sqrt(L)` of the uncompressed mechanism under the participation schema.
@@ -65,17 +176,6 @@ pub struct CompileReport {
     pub duality_gap: f64,
     /// Optimizer iterations run.
     pub iterations: usize,
-    /// The sensitivity recorded in the blob, computed from the stored coefficients (twice the
-    /// encoder's for replace-one neighbours).
-    pub sensitivity: f64,
-    /// How the sensitivity was computed.
-    pub sensitivity_method: &'static str,
-    /// `ζ`.
-    pub clip_norm: f64,
-    /// Per-step standard deviation for `σ = ζ = 1`, `sens·‖B̂[i,:]‖`, for every step.
-    pub step_stddev: Vec<f64>,
-    /// Calibration, if the blob is calibrated.
-    pub privacy: Option<PrivacyReport>,
     /// Size of the blob in bytes.
     pub blob_bytes: usize,
     /// RAM the runtime needs per input coordinate, in f32 words: `h + r + 1`.
@@ -156,49 +256,33 @@ impl CompileReport {
     ) -> Result<Self> {
         let c = &compiled.compressed;
         let factor = neighbouring_factor(options.neighbouring)?;
-        let (clip_norm, calibration) = (options.clip_norm, options.calibration);
         let banded_optimum = match compiled.participation {
             Participation::MinSeparation { min_separation, .. } => {
                 Some(min_separation.min(c.steps / compiled.stamps))
             }
             _ => None,
         };
-        let step_stddev: Vec<f64> = compiled
-            .per_step_variance
-            .iter()
-            .map(|v| factor * v.sqrt())
-            .collect();
-        let max_stddev = step_stddev.iter().copied().fold(0.0, f64::max);
-        let privacy = calibration.map(|cal| PrivacyReport {
-            noise_multiplier: cal.noise_multiplier,
-            epsilon: cal.target.map(|t| t.epsilon),
-            delta: cal.target.map(|t| t.delta),
-            zcdp_rho: crate::calibrate::zcdp_rho(cal.noise_multiplier),
-            rmse_per_step: cal.noise_multiplier * clip_norm * factor * compiled.sqrt_loss
-                / (c.steps as f64).sqrt(),
-            max_stddev_per_step: cal.noise_multiplier * clip_norm * max_stddev,
-        });
+        let statement = PrivacyStatement::new(
+            options,
+            &compiled.participation,
+            compiled.sensitivity,
+            compiled.sensitivity_method,
+            &compiled.per_step_variance,
+        )?;
         Ok(Self {
             workload,
             steps: c.steps,
             band: c.band,
             rank: c.rank,
-            sqrt_loss: factor * compiled.sqrt_loss,
-            participation: compiled.participation.describe(),
-            neighbouring: neighbouring_name(options.neighbouring),
-            privacy_unit: privacy_unit(&compiled.participation, options.neighbouring, clip_norm),
+            statement,
             stamps: compiled.stamps,
             optimal_sqrt_loss: factor * compiled.optimal_sqrt_loss,
-            lower_bound_sqrt_loss: (compiled.stamps == 1 && banded_optimum.is_none())
-                .then(|| factor * compiled.optimum.dual_bound.max(0.0).sqrt()),
+            lower_bound_sqrt_loss: (compiled.stamps == 1
+                && certificate_holds(&compiled.participation, c.steps))
+            .then(|| factor * compiled.optimum.dual_bound.max(0.0).sqrt()),
             banded_optimum,
             duality_gap: compiled.optimum.relative_gap,
             iterations: compiled.optimum.iterations,
-            sensitivity: factor * compiled.sensitivity,
-            sensitivity_method: method_description(compiled.sensitivity_method),
-            clip_norm,
-            step_stddev,
-            privacy,
             blob_bytes,
             runtime_floats_per_coordinate: c.band + c.rank + 1,
             out: None,
@@ -217,7 +301,7 @@ impl fmt::Display for CompileReport {
         writeln!(
             f,
             "participation       {}{}",
-            self.participation,
+            self.statement.participation,
             if self.stamps > 1 {
                 format!(", encoder stamped ×{}", self.stamps)
             } else {
@@ -235,54 +319,31 @@ impl fmt::Display for CompileReport {
                 "optimum             sqrt(L) = {:.4}  (dual bound {bound:.4}, relative gap {:.2e}, {} iterations)",
                 self.optimal_sqrt_loss, self.duality_gap, self.iterations
             )?,
-            (None, None) => writeln!(
+            (None, None) if self.stamps > 1 => writeln!(
                 f,
                 "dense mechanism     sqrt(L) = {:.4}  (each stamp's block certified to relative gap {:.2e}, {} iterations)",
                 self.optimal_sqrt_loss, self.duality_gap, self.iterations
             )?,
-        }
-        writeln!(
-            f,
-            "shipped (h, r)      ({}, {})  sqrt(L) = {:.4}  (+{:.2}% over the optimum)",
-            self.band,
-            self.rank,
-            self.sqrt_loss,
-            100.0 * (self.sqrt_loss / self.optimal_sqrt_loss - 1.0)
-        )?;
-        writeln!(
-            f,
-            "sensitivity         {:.9}  ({})",
-            self.sensitivity, self.sensitivity_method
-        )?;
-        let max = self.step_stddev.iter().copied().fold(0.0, f64::max);
-        let last = self.step_stddev.last().copied().unwrap_or(0.0);
-        writeln!(
-            f,
-            "per-step stddev     max {max:.4}, last {last:.4}  (units of σ·ζ)"
-        )?;
-        writeln!(f, "clip norm           {}", self.clip_norm)?;
-        match &self.privacy {
-            Some(p) => {
-                write!(f, "privacy             σ = {:.6}", p.noise_multiplier)?;
-                if let (Some(e), Some(d)) = (p.epsilon, p.delta) {
-                    write!(
-                        f,
-                        "  for (ε, δ) = ({e}, {d:e}), {} neighbours",
-                        self.neighbouring
-                    )?;
-                }
-                writeln!(
-                    f,
-                    ", ρ-zCDP {:.4e}; RMSE per step {:.4}, max stddev {:.4}",
-                    p.zcdp_rho, p.rmse_per_step, p.max_stddev_per_step
-                )?;
-            }
-            None => writeln!(
+            (None, None) => writeln!(
                 f,
-                "privacy             not calibrated (the caller supplies σ)"
+                "dense mechanism     sqrt(L) = {:.4}  (optimized with every class of steps b apart summing to 1, i.e. for k = ⌈n/b⌉; not certified for this k; {} iterations)",
+                self.optimal_sqrt_loss, self.iterations
             )?,
         }
-        writeln!(f, "unit of privacy     {}", self.privacy_unit)?;
+        writeln!(
+            f,
+            "shipped (h, r)      ({}, {})  sqrt(L) = {:.4}  (+{:.2}% over the {})",
+            self.band,
+            self.rank,
+            self.statement.sqrt_loss,
+            100.0 * (self.statement.sqrt_loss / self.optimal_sqrt_loss - 1.0),
+            if self.lower_bound_sqrt_loss.is_some() {
+                "optimum"
+            } else {
+                "dense mechanism"
+            }
+        )?;
+        write!(f, "{}", self.statement)?;
         writeln!(
             f,
             "runtime memory      (h + r + 1)·d = {}·d floats",

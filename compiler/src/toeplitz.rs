@@ -8,8 +8,9 @@
 //!
 //! - **Square root** (`C = B = S^{1/2}`): `c(x) = (1 − x)^{−1/2}`, `c_k = binom(2k, k)/4^k`.
 //! - **Banded Toeplitz**: `c_0 = 1, …, c_{p−1}` free, zero beyond; optimized for `n` by L-BFGS.
-//!   Columns more than `p − 1` apart are orthogonal, so under `(k, b)` participation with
-//!   `b ≥ p` the sensitivity is exactly `√k` times the single one (001 Eq. 3).
+//!   Columns `p` or more apart are orthogonal, so under either multi-participation schema with
+//!   `b ≥ p` the sensitivity² is the sum of the column norms² of the pattern `{0, b, 2b, …}`
+//!   (at most `k` steps; `k` times the single one when every column is whole, `(k−1)b + p ≤ n`).
 //! - **BLT** (buffered linear Toeplitz, Dvijotham, McMahan, Pillutla, Steinke, Thakurta 2024):
 //!   the *decoder side* `C⁻¹` has generating sequence `r_0 = 1`, `r_k = Σ_j ω_j θ_j^{k−1}`, a sum
 //!   of `m` geometric series, so `w = C⁻¹ z` streams with `m` buffers per coordinate
@@ -92,6 +93,7 @@ pub fn toeplitz_sensitivity(
             min_separation,
         } => (max_participations, min_separation),
     };
+    let b = b.max(1);
     let starts = || (0..horizon).step_by(b).take(k);
     if c.len() <= b {
         // Column j has norm² Σ_{t < horizon − j} c_t².
@@ -657,7 +659,8 @@ pub struct CompiledBlt {
     pub participation: Participation,
     /// `sens` over `N` steps.
     pub sensitivity: f64,
-    /// `NonnegativeGram`/`MaxColumnNorm` (exact) or `AbsoluteGramBound`.
+    /// How `sensitivity` was computed ([`toeplitz_sensitivity`]; `is_exact` says whether it is
+    /// exact or an upper bound).
     pub sensitivity_method: mfc_formats::SensitivityMethod,
     /// `sens²·‖B[i,:]‖²` for the first `design_steps` steps.
     pub per_step_variance: Vec<f64>,
@@ -669,17 +672,103 @@ pub struct CompiledBlt {
 /// an unbounded horizon would not be computable this way).
 const MAX_SERIES: usize = 100_000_000;
 
+/// A double-double number `hi + lo` (`|lo| ≤ ulp(hi)/2`), for the check of [`encoder_series`].
+#[derive(Clone, Copy)]
+struct DoubleDouble {
+    hi: f64,
+    lo: f64,
+}
+
+impl DoubleDouble {
+    const ZERO: Self = Self { hi: 0.0, lo: 0.0 };
+
+    /// `a + b` exactly as `s + e` (Knuth's TwoSum), renormalized.
+    fn add(self, other: Self) -> Self {
+        let s = self.hi + other.hi;
+        let v = s - self.hi;
+        let e = (self.hi - (s - v)) + (other.hi - v) + self.lo + other.lo;
+        let hi = s + e;
+        Self {
+            hi,
+            lo: e - (hi - s),
+        }
+    }
+
+    /// `self · x` for an `f64` `x` (TwoProd with a fused multiply-add), renormalized.
+    fn mul(self, x: f64) -> Self {
+        let p = self.hi * x;
+        let e = self.hi.mul_add(x, -p) + self.lo * x;
+        let hi = p + e;
+        Self {
+            hi,
+            lo: e - (hi - p),
+        }
+    }
+
+    fn neg(self) -> Self {
+        Self {
+            hi: -self.hi,
+            lo: -self.lo,
+        }
+    }
+}
+
 /// The encoder coefficients over `horizon` steps, stopping early once the filter's state is
-/// exactly zero: the returned series is exact in floating point over the whole horizon, its
-/// omitted tail being zeros.
+/// exactly zero (every later coefficient is then exactly zero), computed twice: in `f64` and in
+/// double-double arithmetic (about 32 digits). The sensitivity is computed from the second; a
+/// disagreement beyond `1e-9·max|c|` means the filter amplifies rounding too much for the `f64`
+/// figures to be trusted and is refused, as are encoders that do not decay or are not finite.
 fn encoder_series(blt: &Blt, horizon: usize) -> Result<Vec<f64>> {
-    let c = blt.encoder_impulse(horizon.min(MAX_SERIES + 1), true);
-    if c.len() > MAX_SERIES {
+    let fast = blt.encoder_impulse(horizon.min(MAX_SERIES + 1), true);
+    if fast.len() > MAX_SERIES {
         return Err(Error::Numerical(format!(
             "the BLT encoder has not decayed after {MAX_SERIES} steps: choose a horizon ≤ {MAX_SERIES}"
         )));
     }
-    Ok(c)
+    let mut state = vec![DoubleDouble::ZERO; blt.theta.len()];
+    let mut precise = Vec::with_capacity(fast.len());
+    for t in 0..horizon.min(MAX_SERIES + 1) {
+        let mut z = DoubleDouble {
+            hi: if t == 0 { 1.0 } else { 0.0 },
+            lo: 0.0,
+        };
+        for (s, &w) in state.iter().zip(&blt.omega) {
+            z = z.add(s.mul(w).neg());
+        }
+        precise.push(z.hi);
+        for (s, &theta) in state.iter_mut().zip(&blt.theta) {
+            *s = s.mul(theta).add(z);
+        }
+        if t + 1 >= fast.len() && state.iter().all(|s| s.hi == 0.0 && s.lo == 0.0) {
+            break;
+        }
+    }
+    if precise.len() > MAX_SERIES {
+        return Err(Error::Numerical(format!(
+            "the BLT encoder has not decayed after {MAX_SERIES} steps: choose a horizon ≤ {MAX_SERIES}"
+        )));
+    }
+    let scale = precise.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    let worst = (0..fast.len().max(precise.len()))
+        .map(|t| {
+            let (a, b) = (
+                fast.get(t).copied().unwrap_or(0.0),
+                precise.get(t).copied().unwrap_or(0.0),
+            );
+            (a - b).abs()
+        })
+        .fold(0.0f64, f64::max);
+    if !(scale.is_finite() && worst.is_finite()) {
+        return Err(Error::Numerical(
+            "the BLT encoder C = T(r)⁻¹ is not finite: its filter does not decay".into(),
+        ));
+    }
+    if worst > 1e-9 * scale {
+        return Err(Error::Numerical(format!(
+            "the BLT encoder's coefficients lose {worst:.1e} (of {scale:.1e}) to rounding: too ill-conditioned to certify its sensitivity"
+        )));
+    }
+    Ok(precise)
 }
 
 /// Rounds `blt` to `f32` and computes the sensitivity of the stored parameters over `horizon`
@@ -699,6 +788,11 @@ pub fn compile_blt(
     let stored = blt.rounded_to_f32();
     if stored.theta.iter().any(|t| !(*t > 0.0 && *t < 1.0)) {
         return Err(Error::Numerical("a BLT decay rounds outside (0, 1)".into()));
+    }
+    if !stored.is_stable() {
+        return Err(Error::Numerical(
+            "the BLT encoder C = T(r)⁻¹ does not decay (a pole of c(x) outside the unit disk): its sensitivity grows with the horizon".into(),
+        ));
     }
     let c = encoder_series(&stored, horizon)?;
     let Sensitivity {
@@ -856,6 +950,46 @@ mod tests {
         let (one, two) = (blt.error(n, &p).loss, padded.error(n, &p).loss);
         assert!((one - two).abs() <= 1e-12 * one, "{one} vs {two}");
         assert!(blt.is_stable() && padded.is_stable());
+    }
+
+    /// The shipped series of BLTs with decays clustered near 1 (the family of the issue-15
+    /// review, `θ_j = f32(1 − 0.002·1.35^j)`, `ω_j = f32(−0.9(1 − θ_j)/m)`) gives the sensitivity
+    /// that 60-digit arithmetic gives (`tools/blt_series_reference.py`), over n = 2000 under
+    /// 4 participations at least 100 apart and under single participation; an encoder that does
+    /// not decay is refused rather than recorded as NaN.
+    #[test]
+    fn shipped_series_match_high_precision_references() {
+        let references = [
+            (4, 2.038_639_070_545_521, 1.004_275_768_753_902),
+            (8, 2.070_196_576_647_305, 1.008_326_840_814_734),
+            (16, 2.142_734_171_018_547, 1.022_634_043_601_539),
+        ];
+        for (m, min_separation, single) in references {
+            let theta: Vec<f64> = (0..m)
+                .map(|j| f64::from((1.0 - 0.002 * 1.35f64.powi(j)) as f32))
+                .collect();
+            let omega = theta
+                .iter()
+                .map(|t| f64::from((-0.9 * (1.0 - t) / f64::from(m)) as f32))
+                .collect();
+            let blt = Blt { theta, omega };
+            let p = Participation::min_separation(4, 100).unwrap();
+            let compiled = compile_blt(&blt, 2000, 2000, &p).unwrap();
+            assert!(compiled.sensitivity_method.is_exact());
+            assert!(
+                (compiled.sensitivity - min_separation).abs() <= 1e-13 * min_separation,
+                "m = {m}: {} vs {min_separation}",
+                compiled.sensitivity
+            );
+            let compiled = compile_blt(&blt, 2000, 2000, &Participation::Single).unwrap();
+            assert!((compiled.sensitivity - single).abs() <= 1e-13, "m = {m}");
+        }
+        let divergent = Blt {
+            theta: vec![0.9, 0.3],
+            omega: vec![-0.2, -0.1],
+        };
+        assert!(!divergent.is_stable());
+        assert!(compile_blt(&divergent, 64, 4096, &Participation::Single).is_err());
     }
 
     /// An independent computation gives √L = 150.72 for the square root at n = 2048.

@@ -161,7 +161,7 @@ fn compile_prints_progress_lines_when_stderr_is_not_a_terminal() {
         .find(|l| l.contains("iteration 1,"))
         .unwrap_or_else(|| panic!("no progress line in {err:?}"));
     assert!(
-        line.starts_with("mfc: ") && line.contains("relative duality gap"),
+        line.starts_with("mfc compile: ") && line.contains("relative duality gap"),
         "{line}"
     );
 }
@@ -418,11 +418,13 @@ fn inspect_exports_the_tables_for_numpy() {
 
 #[test]
 fn compare_prints_every_family_and_refuses_an_empty_horizon() {
-    let rows = mfc_json(&args(
+    let report = mfc_json(&args(
         "compare --steps 32 --band 3 --rank 2 --max-buffers 2 --json",
         &[],
     ));
-    let names: Vec<&str> = rows
+    assert_eq!(report["neighbouring"], "add-remove");
+    assert!(report["participation"].as_str().unwrap().starts_with("single"));
+    let names: Vec<&str> = report["rows"]
         .as_array()
         .unwrap()
         .iter()

@@ -35,9 +35,11 @@ pub enum Error {
         computed: u32,
     },
     /// The payload is not a valid postcard encoding of a mechanism (or uses a variant this reader
-    /// does not know).
+    /// does not know), or its extensions are unknown, repeated or hold their default value.
     MalformedPayload,
-    /// The payload decodes but leaves unread bytes behind.
+    /// The payload decodes but leaves unread bytes behind. Readers before the extensions of
+    /// `SPEC.md` report a blob that has one this way; this reader parses every trailing byte as
+    /// an extension and reports what is not one as [`Error::MalformedPayload`].
     TrailingPayload,
     /// A field has a value outside its documented range (see `SPEC.md`).
     InvalidField {

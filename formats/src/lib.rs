@@ -109,15 +109,13 @@ impl<'a> Mechanism<'a> {
         let payload = payload(bytes)?;
         let (mut mechanism, mut rest): (Mechanism<'a>, _) =
             canonical::take_from_bytes(payload).map_err(|_| Error::MalformedPayload)?;
-        // The trailing extensions (SPEC.md): at most one of each, none holding its default.
-        if !rest.is_empty() {
+        // The trailing extensions (SPEC.md): at most one of each, none holding its default
+        // (`Extension::apply` refuses a repeat and a default value).
+        while !rest.is_empty() {
             let extension: Extension;
             (extension, rest) =
                 canonical::take_from_bytes(rest).map_err(|_| Error::MalformedPayload)?;
             extension.apply(&mut mechanism.header)?;
-        }
-        if !rest.is_empty() {
-            return Err(Error::TrailingPayload);
         }
         mechanism.validate()?;
         Ok(mechanism)

@@ -113,19 +113,6 @@ impl Participation {
         }
     }
 
-    /// Whether two distinct steps `i` and `j` can be in one pattern (for fixed epoch order, over
-    /// any horizon).
-    pub fn may_share_pattern(&self, i: usize, j: usize) -> bool {
-        let gap = i.abs_diff(j);
-        match *self {
-            Participation::Single => false,
-            Participation::FixedEpochOrder { epochs, separation } => {
-                gap > 0 && gap % separation == 0 && gap / separation < epochs
-            }
-            Participation::MinSeparation { min_separation, .. } => gap >= min_separation,
-        }
-    }
-
     /// The schema in words, with "exactly" or "at least" spelled out, as reports print it.
     pub fn describe(&self) -> String {
         match *self {
@@ -153,16 +140,23 @@ impl Participation {
     pub fn maximal_patterns(&self, n: usize, limit: usize) -> Option<Vec<Vec<usize>>> {
         match *self {
             Participation::Single => Some((0..n).map(|i| vec![i]).collect()),
-            Participation::FixedEpochOrder { epochs, separation } => Some(
-                (0..n)
-                    .filter(|&s| s < separation || s + (epochs - 1) * separation < n)
-                    .map(|s| (s..n).step_by(separation).take(epochs).collect())
-                    .collect(),
-            ),
+            Participation::FixedEpochOrder { epochs, separation } => {
+                let b = separation.max(1);
+                let k = epochs.min(n.div_ceil(b));
+                Some(
+                    (0..n)
+                        .filter(|&s| s < b || s + k.saturating_sub(1) * b < n)
+                        .map(|s| (s..n).step_by(b).take(k))
+                        .map(Iterator::collect)
+                        .collect(),
+                )
+            }
             Participation::MinSeparation {
-                max_participations: k,
-                min_separation: b,
+                max_participations,
+                min_separation,
             } => {
+                let b = min_separation.max(1);
+                let k = max_participations.min(n.div_ceil(b));
                 // Depth-first over patterns in increasing order; `pattern` is maximal when full,
                 // or when no step fits before its first, between two of its steps or after its
                 // last.
@@ -270,24 +264,25 @@ pub fn sensitivity(c: MatRef<'_, f64>, participation: &Participation) -> Result<
                 method: SensitivityMethod::MaxColumnNorm,
             })
         }
-        Participation::FixedEpochOrder { epochs, .. } => {
+        Participation::FixedEpochOrder { .. } => {
             let x = c.transpose() * c;
             let patterns = participation
                 .maximal_patterns(n, usize::MAX)
                 .unwrap_or_default();
-            fixed_epoch_sensitivity(x.as_ref(), &patterns, epochs)
+            let k = patterns.iter().map(Vec::len).max().unwrap_or(1);
+            fixed_epoch_sensitivity(x.as_ref(), &patterns, k)
         }
         Participation::MinSeparation {
             max_participations,
             min_separation,
         } => {
             let x = c.transpose() * c;
-            Ok(min_separation_sensitivity(
+            min_separation_sensitivity(
                 x.as_ref(),
                 max_participations,
                 min_separation,
                 search::DEFAULT_BUDGET,
-            ))
+            )
         }
     }
 }
@@ -333,14 +328,20 @@ fn fixed_epoch_sensitivity(
 
 /// `b`-min-separation from `X = CᵀC` (module docs): orthogonal columns by the dynamic program,
 /// else the branch and bound of [`search`] over `|X|` with `budget`, exact for a non-negative
-/// `X` when it completes.
+/// `X` when it completes. A non-finite entry is an error, never a small value.
 pub fn min_separation_sensitivity(
     x: MatRef<'_, f64>,
     k: usize,
     b: usize,
     budget: usize,
-) -> Sensitivity {
+) -> Result<Sensitivity> {
     let n = x.nrows();
+    if (0..n).any(|j| (0..x.ncols()).any(|i| !x[(i, j)].is_finite())) {
+        return Err(Error::Numerical(
+            "the encoder's Gram matrix is not finite".into(),
+        ));
+    }
+    let b = b.max(1);
     let pairs = || (0..n).flat_map(move |j| (j + b..n).map(move |i| x[(i, j)]));
     if pairs().all(|v| v == 0.0) {
         let diagonal: Vec<f64> = (0..n).map(|i| x[(i, i)]).collect();
@@ -348,22 +349,22 @@ pub fn min_separation_sensitivity(
             max_participations: k,
             min_separation: b,
         };
-        return Sensitivity {
+        return Ok(Sensitivity {
             value: schema.max_pattern_sum(&diagonal).0.sqrt(),
             method: SensitivityMethod::OrthogonalColumns,
-        };
+        });
     }
     let nonnegative = pairs().all(|v| v >= 0.0);
     let absolute = Mat::from_fn(n, n, |i, j| x[(i, j)].abs());
     let found = search::max_pattern_quadratic(absolute.as_ref(), k, b, budget);
-    Sensitivity {
+    Ok(Sensitivity {
         value: found.value.sqrt(),
         method: match (found.complete, nonnegative) {
             (false, _) => SensitivityMethod::PatternSearchBound,
             (true, true) => SensitivityMethod::NonnegativeGram,
             (true, false) => SensitivityMethod::AbsoluteGramBound,
         },
-    }
+    })
 }
 
 /// `√k · max_π ‖C[:,π]‖₂` from `X = CᵀC`: `‖C[:,π]‖₂² = λ_max(X[π,π])` (001 Thm 2.1).
@@ -559,7 +560,7 @@ mod tests {
             prop_assert!(spectral >= truth_fixed * (1.0 - 1e-12));
             // A search stopped at once still bounds the sensitivity.
             if k > 1 {
-                let stopped = min_separation_sensitivity(x.as_ref(), k, b, 0);
+                let stopped = min_separation_sensitivity(x.as_ref(), k, b, 0).unwrap();
                 prop_assert!(stopped.value >= truth_min_sep * (1.0 - 1e-12));
             }
         }
@@ -587,6 +588,27 @@ mod tests {
         );
         let f = sensitivity(c.as_ref(), &fixed).unwrap();
         assert!((f.value - 3f64.sqrt()).abs() < 1e-12, "{f:?}");
+    }
+
+    /// The dense square-root encoder `S^{1/2}` at 001's StackOverflow size, n = 2052 under
+    /// (6, 342) min-separation: its patterns are many and close in value. The branch and bound
+    /// finishes and equals the closed form for non-increasing Toeplitz encoders (before the
+    /// completion bound was confined to the steps after the pattern, it ran out of budget and
+    /// recorded 6.4314 for 6.0994).
+    #[test]
+    fn dense_search_is_exact_at_the_stackoverflow_size() {
+        let n = 2052;
+        let c = crate::toeplitz::square_root_coefficients(n);
+        let dense = Mat::from_fn(n, n, |i, j| if j <= i { c[i - j] } else { 0.0 });
+        let p = Participation::min_separation(6, 342).unwrap();
+        let closed = crate::toeplitz::toeplitz_sensitivity(&c, n, &p);
+        assert_eq!(closed.method, SensitivityMethod::NonincreasingToeplitz);
+        let s = sensitivity(dense.as_ref(), &p).unwrap();
+        assert_eq!(s.method, SensitivityMethod::NonnegativeGram);
+        assert!(
+            (s.value - closed.value).abs() <= 1e-12 * closed.value,
+            "{s:?} vs {closed:?}"
+        );
     }
 
     /// A case where the Gram matrix has a negative entry inside a pattern: the exact formula

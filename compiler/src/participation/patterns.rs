@@ -48,7 +48,15 @@ fn min_separation_table(w: &[f64], k: usize, b: usize) -> Vec<f64> {
 
 /// The windows `{s, s+b, …}` of fixed epoch order with at most `k` steps inside `[0, n)`.
 fn windows(n: usize, k: usize, b: usize) -> impl Iterator<Item = impl Iterator<Item = usize>> {
-    (0..n).map(move |s| (s..n).step_by(b).take(k))
+    (0..n).map(move |s| (s..n).step_by(b.max(1)).take(k))
+}
+
+/// `(k, b)` as the dynamic programs use them: `b ≥ 1` (steps are distinct, so "at least 0
+/// apart" is "at least 1 apart") and `k` at most the `⌈n/b⌉` steps that fit, so no table is
+/// larger than the patterns need, whatever a hand-built schema says.
+fn effective(n: usize, k: usize, b: usize) -> (usize, usize) {
+    let b = b.max(1);
+    (k.min(n.div_ceil(b)), b)
 }
 
 impl Participation {
@@ -73,9 +81,10 @@ impl Participation {
                 best
             }
             Participation::MinSeparation {
-                max_participations: k,
-                min_separation: b,
+                max_participations,
+                min_separation,
             } => {
+                let (k, b) = effective(n, max_participations, min_separation);
                 let f = min_separation_table(w, k, b);
                 let width = n + b;
                 let mut pattern = Vec::new();
@@ -122,9 +131,10 @@ impl Participation {
                 (tau * (top + total.ln()), gradient)
             }
             Participation::MinSeparation {
-                max_participations: k,
-                min_separation: b,
+                max_participations,
+                min_separation,
             } => {
+                let (k, b) = effective(n, max_participations, min_separation);
                 // Forward: G_c(i) = log-sum over patterns in [i, n) with ≤ c steps of e^{Σ w/τ}.
                 let width = n + b;
                 let mut g = vec![0.0; (k + 1) * width];

@@ -63,6 +63,9 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             "σ = {:.6} gives (ε, δ) = ({:.6}, {:e}); ρ-zCDP = {:.6e}",
             c.noise_multiplier, c.epsilon, c.delta, c.zcdp_rho
         );
+        println!(
+            "for a Gaussian mechanism of sensitivity 1: a blob's noise is σ·ζ·sens with sens computed for its participation schema and neighbouring relation, so the (ε, δ) is per record under those (mfc inspect states them)"
+        );
     }
     Ok(())
 }

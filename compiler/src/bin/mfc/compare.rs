@@ -4,9 +4,8 @@
 use indicatif::{ProgressBar, ProgressStyle};
 use mfc_compiler::compare::{CompareOptions, compare};
 
-use mfc_compiler::blob::neighbouring_factor;
 use mfc_compiler::compare::Row;
-use mfc_compiler::report::neighbouring_name;
+use mfc_compiler::report::{neighbouring_name, privacy_unit};
 
 use crate::compile::parse_workload;
 use crate::schema::SchemaArgs;
@@ -48,7 +47,8 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    let participation = args.schema.participation()?;
+    let participation = args.schema.participation(args.steps)?;
+    let neighbouring = args.schema.neighbouring()?;
     let (workload, _) = parse_workload(&args.workload, Some(args.steps), args.cooldown.as_deref())?;
     let label = workload.label();
     let bar = ProgressBar::new_spinner();
@@ -64,17 +64,24 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             max_buffers: args.max_buffers,
             toeplitz_bands: args.toeplitz_bands,
             refine_iterations: args.refine,
+            neighbouring,
         },
         &mut |what| bar.set_message(format!("n = {}: {what}", args.steps)),
     )?;
     bar.finish_and_clear();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
+        let report = serde_json::json!({
+            "workload": label,
+            "steps": args.steps,
+            "participation": participation.describe(),
+            "neighbouring": neighbouring_name(neighbouring),
+            "privacy_unit": privacy_unit(&participation, neighbouring, 1.0),
+            "units": "σ·ζ",
+            "rows": rows,
+        });
+        println!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(());
     }
-    let neighbouring = args.schema.neighbouring()?;
-    // Replace-one doubles every sensitivity and so every noise figure.
-    let factor = neighbouring_factor(neighbouring)?;
     println!(
         "{label}, n = {}, {}, {} neighbours; units of σ·ζ",
         args.steps,
@@ -90,9 +97,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         if r.lower_bound {
             println!(
                 "| {} | ≥ {:.4} | — | — | — | — | — | {:.1} |",
-                r.mechanism,
-                factor * r.sqrt_loss,
-                r.seconds
+                r.mechanism, r.sqrt_loss, r.seconds
             );
             continue;
         }
@@ -100,8 +105,8 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             "| {}{} | {:.4} | {:.4} | {} | {} | {} | {} | {:.1} |",
             r.mechanism,
             if r.streaming { "" } else { " ‡" },
-            factor * r.sqrt_loss,
-            factor * r.max_step_stddev,
+            r.sqrt_loss,
+            r.max_step_stddev,
             r.sensitivity_method,
             r.ram_floats,
             r.flops_per_step,
@@ -119,9 +124,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     for r in front(&rows) {
         println!(
             "| {} | {:.4} | {} |",
-            r.ram_floats,
-            factor * r.sqrt_loss,
-            r.mechanism
+            r.ram_floats, r.sqrt_loss, r.mechanism
         );
     }
     println!();

@@ -15,7 +15,7 @@ use mfc_compiler::mechanism::{CompileOptions, compile};
 use mfc_compiler::multi_epoch::MultiEpochOptions;
 use mfc_compiler::optimize::{OptimizeOptions, Progress};
 use mfc_compiler::participation::Participation;
-use mfc_compiler::report::CompileReport;
+use mfc_compiler::report::{CompileReport, PrivacyStatement};
 use mfc_compiler::stamp::choose_stamps;
 use mfc_compiler::toeplitz::{compile_blt, optimize_blt};
 use mfc_compiler::workload::{self, Schedule, Workload};
@@ -188,9 +188,33 @@ fn calibration(args: &Args) -> Result<Option<Calibration>, Error> {
 
 pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let started = Instant::now();
+    if !(args.clip_norm.is_finite() && args.clip_norm > 0.0) {
+        return Err(Error::InvalidOption(format!(
+            "--clip-norm {}: must be a positive finite number",
+            args.clip_norm
+        ))
+        .into());
+    }
     let calibration = calibration(&args)?;
     let (workload, steps) = parse_workload(&args.workload, args.steps, args.cooldown.as_deref())?;
-    let participation = args.schema.participation()?;
+    // The steps the sensitivity covers: a BLT blob's horizon may exceed its design steps.
+    let covered = match args.horizon {
+        Some(horizon) if args.form != "blt" => {
+            return Err(Error::InvalidOption(format!(
+                "--horizon {horizon}: only the blt form has a horizon beyond --steps"
+            ))
+            .into());
+        }
+        Some(horizon) if horizon < steps => {
+            return Err(Error::InvalidOption(format!(
+                "--horizon {horizon}: must be at least --steps ({steps})"
+            ))
+            .into());
+        }
+        Some(horizon) => horizon,
+        None => steps,
+    };
+    let participation = args.schema.participation(covered)?;
     let blob_options = BlobOptions {
         clip_norm: args.clip_norm,
         calibration,
@@ -300,7 +324,7 @@ impl Status {
             None => {
                 if self.last_line.is_none_or(|t| t.elapsed() >= PROGRESS_EVERY) {
                     eprintln!(
-                        "mfc: {:.0} s: {message}",
+                        "mfc compile: {:.0} s: {message}",
                         self.started.elapsed().as_secs_f64()
                     );
                     self.last_line = Some(Instant::now());
@@ -400,9 +424,17 @@ fn write_and_report(
     Ok(())
 }
 
-/// Standard deviations of the noise of each step, from its variances.
-fn stddevs(variances: &[f64]) -> Vec<f64> {
-    variances.iter().map(|v| v.sqrt()).collect()
+/// `fields` with the statement's keys added (the same keys as the banded form's report).
+fn with_statement(
+    mut fields: serde_json::Value,
+    statement: &PrivacyStatement,
+) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
+    if let (Some(map), serde_json::Value::Object(extra)) =
+        (fields.as_object_mut(), serde_json::to_value(statement)?)
+    {
+        map.extend(extra);
+    }
+    Ok(fields)
 }
 
 /// `mfc compile --form blt`: optimize the BLT for `--steps`, round it, compute the sensitivity
@@ -417,6 +449,13 @@ fn run_blt(
     let blt = optimize_blt(steps, args.buffers, &participation)?;
     let compiled = compile_blt(&blt, steps, args.horizon.unwrap_or(steps), &participation)?;
     let blob = blob::encode_blt(&compiled, blob_options)?;
+    let statement = PrivacyStatement::new(
+        blob_options,
+        &participation,
+        compiled.sensitivity,
+        compiled.sensitivity_method,
+        &compiled.per_step_variance,
+    )?;
     let fields = serde_json::json!({
         "workload": args.workload,
         "form": "blt",
@@ -425,23 +464,28 @@ fn run_blt(
         "horizon": compiled.horizon,
         "theta": compiled.blt.theta,
         "omega": compiled.blt.omega,
-        "sqrt_loss": compiled.sqrt_loss,
-        "sensitivity": compiled.sensitivity,
-        "sensitivity_method": format!("{:?}", compiled.sensitivity_method),
-        "step_stddev": stddevs(&compiled.per_step_variance),
         "runtime_floats_per_coordinate": args.buffers + 1,
     });
     let text = format!(
-        "BLT, {} buffers, optimized for n = {steps}: sqrt(L) = {:.4}; sensitivity over {} steps {:.9} ({:?})\n\
+        "workload            prefix sum, BLT with {} buffers optimized for n = {steps}; the sensitivity covers {} steps\n\
+         participation       {}\n\
+         shipped             sqrt(L) = {:.4} over the {steps} design steps\n\
+         {statement}\
          runtime memory      (m + 1)·d = {}·d floats, for any number of steps\n",
         args.buffers,
-        compiled.sqrt_loss,
         compiled.horizon,
-        compiled.sensitivity,
-        compiled.sensitivity_method,
+        statement.participation,
+        statement.sqrt_loss,
         args.buffers + 1
     );
-    write_and_report(args, &blob, blob_options, started, fields, &text)
+    write_and_report(
+        args,
+        &blob,
+        blob_options,
+        started,
+        with_statement(fields, &statement)?,
+        &text,
+    )
 }
 
 /// `mfc compile --form fft|fft-optimal`: the FFT mechanism (001 §4, App. K), stamped.
@@ -464,26 +508,34 @@ fn run_fft(
         participation,
     })?;
     let blob = blob::encode_fft(&compiled, blob_options)?;
+    let statement = PrivacyStatement::new(
+        blob_options,
+        &participation,
+        compiled.sensitivity,
+        compiled.sensitivity_method,
+        &compiled.per_step_variance,
+    )?;
     let fields = serde_json::json!({
         "workload": args.workload,
         "form": args.form,
         "steps": steps,
         "block": compiled.block,
         "stamps": compiled.stamps,
-        "sqrt_loss": compiled.sqrt_loss,
-        "sensitivity": compiled.sensitivity,
-        "sensitivity_method": format!("{:?}", compiled.sensitivity_method),
         "generator_residual": compiled.generator_residual,
-        "step_stddev": stddevs(&compiled.per_step_variance),
     });
     let text = format!(
-        "FFT {:?}, n = {steps} as {} block(s) of {}: sqrt(L) = {:.4}; sensitivity {:.9} ({:?})\n",
-        kind,
-        compiled.stamps,
-        compiled.block,
-        compiled.sqrt_loss,
-        compiled.sensitivity,
-        compiled.sensitivity_method
+        "workload            prefix sum, FFT {:?}, n = {steps} as {} block(s) of {}\n\
+         participation       {}\n\
+         shipped             sqrt(L) = {:.4}\n\
+         {statement}",
+        kind, compiled.stamps, compiled.block, statement.participation, statement.sqrt_loss,
     );
-    write_and_report(args, &blob, blob_options, started, fields, &text)
+    write_and_report(
+        args,
+        &blob,
+        blob_options,
+        started,
+        with_statement(fields, &statement)?,
+        &text,
+    )
 }

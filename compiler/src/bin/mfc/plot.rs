@@ -42,6 +42,7 @@ fn errors(args: &Args, participation: Participation) -> Plot {
             max_buffers: 4,
             toeplitz_bands: 16,
             refine_iterations: 50,
+            neighbouring: args.schema.neighbouring()?,
         },
         &mut |_| {},
     )?;
@@ -152,7 +153,8 @@ fn heatmap(args: &Args, participation: Participation) -> Plot {
 }
 
 pub fn run(args: Args) -> Plot {
-    let participation = args.schema.participation()?;
+    let participation = args.schema.participation(args.steps)?;
+    args.schema.neighbouring()?;
     match args.kind.as_str() {
         "errors" => errors(&args, participation)?,
         "heatmap" => heatmap(&args, participation)?,

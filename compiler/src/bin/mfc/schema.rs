@@ -30,9 +30,21 @@ pub struct SchemaArgs {
 }
 
 impl SchemaArgs {
-    /// The participation schema; a refusal names the option, the value and what is allowed.
-    pub fn participation(&self) -> Result<Participation, Error> {
+    /// The participation schema over `steps` steps; a refusal names the option, the value and
+    /// what is allowed, before any work is done.
+    pub fn participation(&self, steps: usize) -> Result<Participation, Error> {
         let refuse = |why: String| Err(Error::InvalidOption(why));
+        let limit = u32::MAX as usize;
+        if let Some(k) = self.epochs.filter(|&k| k > limit) {
+            return refuse(format!("--epochs {k}: at most {limit}"));
+        }
+        for (option, b) in [("--min-sep", self.min_sep), ("--every", self.every)] {
+            if let Some(b) = b.filter(|&b| b > steps) {
+                return refuse(format!(
+                    "{option} {b}: the separation must be at most the number of steps, {steps}"
+                ));
+            }
+        }
         match (self.epochs, self.min_sep, self.every) {
             (None, None, None) => Ok(Participation::Single),
             (Some(0), ..) => refuse("--epochs 0: a record takes part in at least 1 step".into()),
