@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{Gen, Tables};
-use mfc_formats::{F32Table, Mechanism, Workload, encode_f32s};
+use mfc_formats::{F32Table, Validated, Workload, encode_f32s};
 use mfc_runtime::parallel::ParallelStream;
 use mfc_runtime::prefetch::PrefetchedNoise;
 use mfc_runtime::{ChaChaNoise, InsecureSimulationNoise, NoiseSource, Stream};
@@ -110,7 +110,7 @@ fn prefix_sum_tables(h: usize, r: usize) -> Tables {
 }
 
 /// The prefix-sum mechanism over `t` (clip norm 1).
-fn prefix_sums(t: &Tables) -> Mechanism<'_> {
+fn prefix_sums(t: &Tables) -> Validated<'_> {
     common::mechanism(t, Workload::PrefixSum, 1.0)
 }
 

@@ -16,7 +16,7 @@
 //! for any number of steps. The stream stops at the blob's `steps`, the horizon its sensitivity
 //! was computed for.
 
-use mfc_formats::{Blt, Decoder, Mechanism, Workload};
+use mfc_formats::{Blt, Decoder, Mechanism, Validated, Workload};
 
 use crate::Error;
 use crate::clip::clip_factor_with_largest;
@@ -47,7 +47,7 @@ fn blt<'m>(mechanism: &Mechanism<'m>) -> Result<Blt<'m>, Error> {
 
 impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
     /// Floats of workspace for dimension `dim`: `(m + 1)·d`.
-    pub fn workspace_len(mechanism: &Mechanism<'_>, dim: usize) -> Result<usize, Error> {
+    pub fn workspace_len(mechanism: &Validated<'_>, dim: usize) -> Result<usize, Error> {
         let d = blt(mechanism)?;
         if dim == 0 || dim as u64 > MAX_COORDINATES {
             return Err(Error::InvalidDimension);
@@ -60,7 +60,7 @@ impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
 
     /// A stream using the noise multiplier recorded in the blob.
     pub fn new(
-        mechanism: Mechanism<'m>,
+        mechanism: Validated<'m>,
         dim: usize,
         workspace: &'w mut [f32],
         noise: N,
@@ -71,7 +71,7 @@ impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
 
     /// A stream with an explicit noise multiplier `σ`.
     pub fn with_noise_multiplier(
-        mechanism: Mechanism<'m>,
+        mechanism: Validated<'m>,
         dim: usize,
         workspace: &'w mut [f32],
         noise: N,

@@ -102,7 +102,7 @@ use chacha20::ChaCha20Rng;
 use rand_core::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use mfc_formats::{BandedLowRank, Decoder, Mechanism};
+use mfc_formats::{BandedLowRank, Decoder, Mechanism, Validated};
 
 use crate::noise::{ChaChaNoise, NoiseSource};
 use crate::{Error, Stream};
@@ -245,7 +245,7 @@ pub struct BlobFingerprint<'m> {
 impl<'m> BlobFingerprint<'m> {
     /// Parses and validates a blob ([`Mechanism::from_bytes`]) and fingerprints it with the
     /// CRC-32 stored in it — which the parse has just verified, so this costs nothing more.
-    pub fn load(blob: &'m [u8]) -> Result<(Mechanism<'m>, Self), Error> {
+    pub fn load(blob: &'m [u8]) -> Result<(Validated<'m>, Self), Error> {
         let mechanism = Mechanism::from_bytes(blob)?;
         let Decoder::BandedLowRank(decoder) = mechanism.decoder else {
             return Err(Error::UnsupportedDecoder);

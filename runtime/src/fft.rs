@@ -31,7 +31,7 @@
 //! per step and coordinate, concentrated in the first step of each block.
 
 use bytemuck::try_cast_slice_mut;
-use mfc_formats::{Decoder, F32Table, Fft, FftKind, Mechanism, Workload};
+use mfc_formats::{Decoder, F32Table, Fft, FftKind, Mechanism, Validated, Workload};
 use num_complex::Complex32;
 
 use crate::Error;
@@ -94,7 +94,7 @@ fn layout<'m>(mechanism: &Mechanism<'m>) -> Result<(Fft<'m>, usize, usize, usize
 impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
     /// Floats of workspace a stream of dimension `dim` needs: `(m + 2)·d + 2m + 2N·k` (module
     /// docs).
-    pub fn workspace_len(mechanism: &Mechanism<'_>, dim: usize) -> Result<usize, Error> {
+    pub fn workspace_len(mechanism: &Validated<'_>, dim: usize) -> Result<usize, Error> {
         let (_, m, size, buffers) = layout(mechanism)?;
         let coordinates = (2 * m as u64).checked_mul(dim as u64);
         if dim == 0 || coordinates.is_none_or(|c| c > MAX_COORDINATES) {
@@ -109,7 +109,7 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
 
     /// A stream using the noise multiplier recorded in the blob.
     pub fn new(
-        mechanism: Mechanism<'m>,
+        mechanism: Validated<'m>,
         dim: usize,
         workspace: &'w mut [f32],
         noise: N,
@@ -120,7 +120,7 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
 
     /// A stream with an explicit noise multiplier `σ`.
     pub fn with_noise_multiplier(
-        mechanism: Mechanism<'m>,
+        mechanism: Validated<'m>,
         dim: usize,
         workspace: &'w mut [f32],
         noise: N,

@@ -28,6 +28,30 @@
 //! Every fallible call checks everything before it changes anything: on error the stream is
 //! exactly as it was. Nothing here allocates, logs or panics on any input.
 //!
+//! Streams take only a [`Validated`] mechanism, which [`Mechanism::from_bytes`] and
+//! [`Mechanism::validate`] produce after checking every field: one built in code with, say,
+//! `band: 0` must pass `validate` first (`tests/arbitrary_mechanisms.rs` feeds arbitrary ones
+//! through every constructor and step function). Passing an unchecked one does not compile:
+//!
+//! ```compile_fail
+//! use mfc_runtime::{ChaChaNoise, Mechanism, Stream};
+//! fn stream_from(m: Mechanism<'_>) {
+//!     let mut ws = [0.0f32; 64];
+//!     let _ = Stream::new(m, 1, &mut ws, ChaChaNoise::from_seed([1; 32]).unwrap());
+//! }
+//! ```
+//!
+//! and the same with `.validate()?` does:
+//!
+//! ```
+//! use mfc_runtime::{ChaChaNoise, Error, Mechanism, Stream};
+//! fn stream_from(m: Mechanism<'_>) -> Result<(), Error> {
+//!     let mut ws = [0.0f32; 64];
+//!     let _ = Stream::new(m.validate()?, 1, &mut ws, ChaChaNoise::from_seed([1; 32])?);
+//!     Ok(())
+//! }
+//! ```
+//!
 //! # Features
 //!
 //! None is on by default; the default build is `no_std`, allocation-free, and can only draw noise
@@ -70,7 +94,7 @@ pub use clip::{clip_factor, clip_to_norm};
 pub use error::Error;
 pub use fft::FftStream;
 pub use mfc_formats as formats;
-pub use mfc_formats::Mechanism;
+pub use mfc_formats::{Mechanism, Validated};
 #[cfg(feature = "insecure-simulation")]
 pub use noise::InsecureSimulationNoise;
 pub use noise::{ChaChaNoise, NoiseSource};

@@ -37,7 +37,7 @@
 
 use core::ops::{Deref, DerefMut, Range};
 
-use mfc_formats::{BandedLowRank, Decoder, F32Table, Mechanism, Workload};
+use mfc_formats::{BandedLowRank, Decoder, F32Table, Mechanism, Validated, Workload};
 
 use crate::Error;
 use crate::clip::{clip_factor_with_largest, clip_norm_supported, largest_magnitude};
@@ -84,7 +84,7 @@ fn part_mut(buffer: &mut [f32], index: usize, dim: usize, start: usize, end: usi
 
 impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
     /// Floats of workspace a stream of dimension `dim` needs: `(h + r + 1)·d`.
-    pub fn workspace_len(mechanism: &Mechanism<'_>, dim: usize) -> Result<usize, Error> {
+    pub fn workspace_len(mechanism: &Validated<'_>, dim: usize) -> Result<usize, Error> {
         let d = banded(mechanism)?;
         if dim == 0 || dim as u64 > MAX_COORDINATES {
             return Err(Error::InvalidDimension);
@@ -98,7 +98,7 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
 
     /// A stream using the noise multiplier recorded in the blob.
     pub fn new(
-        mechanism: Mechanism<'m>,
+        mechanism: Validated<'m>,
         dim: usize,
         workspace: &'w mut [f32],
         noise: N,
@@ -110,7 +110,7 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
     /// A stream with an explicit noise multiplier `σ` (for example from
     /// [`noise_multiplier_for`](crate::privacy::noise_multiplier_for)).
     pub fn with_noise_multiplier(
-        mechanism: Mechanism<'m>,
+        mechanism: Validated<'m>,
         dim: usize,
         workspace: &'w mut [f32],
         noise: N,
@@ -145,7 +145,7 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
     /// releases equal coordinates `range` of an unsharded stream's, bit for bit. Inputs and
     /// releases have `range.len()` coordinates. See the [module docs](self) on clipping.
     pub fn shard(
-        mechanism: Mechanism<'m>,
+        mechanism: Validated<'m>,
         row_dim: usize,
         range: Range<usize>,
         workspace: &'w mut [f32],
@@ -157,7 +157,7 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
 
     /// A shard ([`shard`](Self::shard)) with an explicit noise multiplier `σ`.
     pub fn shard_with_noise_multiplier(
-        mechanism: Mechanism<'m>,
+        mechanism: Validated<'m>,
         row_dim: usize,
         range: Range<usize>,
         workspace: &'w mut [f32],

@@ -206,8 +206,9 @@ fn configuration_errors() {
             Err(Error::InvalidNoiseMultiplier)
         ));
     }
-    let mut uncalibrated = m;
+    let mut uncalibrated = m.into_inner();
     uncalibrated.header.calibration = None;
+    let uncalibrated = uncalibrated.validate().unwrap();
     assert!(matches!(
         Stream::new(uncalibrated, 2, &mut ws, noise()),
         Err(Error::NotCalibrated)
@@ -273,8 +274,9 @@ fn noise_errors_and_finished_streams_leave_the_state_unchanged() {
 #[test]
 fn explicit_noise_multiplier() {
     let t = tables(6, 2, 1, 13);
-    let mut m = mechanism(&t, Workload::Custom { label: "A" }, 2.0);
+    let mut m = mechanism(&t, Workload::Custom { label: "A" }, 2.0).into_inner();
     m.header.calibration = None;
+    let m = m.validate().unwrap();
     let noise = || ChaChaNoise::from_seed(SEED).unwrap();
     let (mut w1, mut w2) = ([0.0f32; 8], [0.0f32; 8]);
     let mut one = Stream::with_noise_multiplier(m, 2, &mut w1, noise(), 1.0).unwrap();

@@ -9,7 +9,7 @@ use std::ops::Range;
 mod common;
 
 use common::{Gen, mechanism, tables};
-use mfc_formats::{F32Table, Mechanism, Workload};
+use mfc_formats::{F32Table, Validated, Workload};
 use mfc_runtime::stream::CHUNK;
 use mfc_runtime::{ChaChaNoise, Error, NoiseSource, Stream, clip_factor};
 
@@ -27,7 +27,7 @@ fn bits(row: &[f32]) -> Vec<u32> {
 }
 
 /// Releases of an unsharded stream, step by step (`step` for prefix sums, else `step_noise`).
-fn unsharded<N: NoiseSource>(m: Mechanism<'_>, dim: usize, noise: N) -> Vec<Vec<u32>> {
+fn unsharded<N: NoiseSource>(m: Validated<'_>, dim: usize, noise: N) -> Vec<Vec<u32>> {
     let mut workspace = vec![0.0f32; Stream::<N>::workspace_len(&m, dim).unwrap()];
     let mut stream = Stream::new(m, dim, &mut workspace, noise).unwrap();
     let prefix = matches!(m.header.workload, Workload::PrefixSum);
@@ -46,7 +46,7 @@ fn unsharded<N: NoiseSource>(m: Mechanism<'_>, dim: usize, noise: N) -> Vec<Vec<
 
 /// The same releases assembled from one shard per range, each with its own generator.
 fn sharded<N: NoiseSource>(
-    m: Mechanism<'_>,
+    m: Validated<'_>,
     dim: usize,
     ranges: &[Range<usize>],
     noise: impl Fn() -> N,

@@ -11,7 +11,9 @@
 
 pub mod checkpoint;
 
-use mfc_formats::{CHECKSUM_LEN, Error as BlobError, FORMAT_VERSION, MAGIC, Mechanism, PREFIX_LEN};
+use mfc_formats::{
+    CHECKSUM_LEN, Error as BlobError, FORMAT_VERSION, MAGIC, Mechanism, PREFIX_LEN, Validated,
+};
 use mfc_runtime::formats::{Decoder, Workload};
 use mfc_runtime::{BltStream, ChaChaNoise, Error, FftStream, Stream};
 
@@ -166,7 +168,7 @@ fn refusal_is_expected(e: Error, mechanism: &Mechanism<'_>) -> bool {
 /// share their constructors' signatures).
 macro_rules! replay_as {
     ($stream:ident, $mechanism:expr) => {{
-        let mechanism: &Mechanism<'_> = $mechanism;
+        let mechanism: &Validated<'_> = $mechanism;
         let needed = match $stream::<ChaChaNoise>::workspace_len(mechanism, DIM) {
             Ok(needed) => needed,
             Err(e) if refusal_is_expected(e, mechanism) => return false,
@@ -227,7 +229,7 @@ macro_rules! replay_as {
 /// undisturbed stream releases, both end after exactly `n` steps (for `n ≤` [`MAX_REPLAY_STEPS`];
 /// longer streams are replayed that far), and a workspace one float short is refused. Returns
 /// whether the blob was replayed: `false` if the runtime refused it with an expected error.
-pub fn replay(mechanism: &Mechanism<'_>) -> bool {
+pub fn replay(mechanism: &Validated<'_>) -> bool {
     match mechanism.decoder {
         Decoder::BandedLowRank(_) => replay_as!(Stream, mechanism),
         Decoder::Fft(_) => replay_as!(FftStream, mechanism),
