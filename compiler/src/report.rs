@@ -75,7 +75,8 @@ pub struct CompileReport {
     pub privacy: Option<PrivacyReport>,
     /// Size of the blob in bytes.
     pub blob_bytes: usize,
-    /// RAM the runtime needs per input coordinate, in f32 words: `h + r + 1`.
+    /// RAM the runtime needs per input coordinate, in f32 words: `h + r + 2` (the last `h`
+    /// noise rows, `β`, the running sum and its compensation).
     pub runtime_floats_per_coordinate: usize,
     /// Where the blob was written.
     pub out: Option<String>,
@@ -190,7 +191,7 @@ impl CompileReport {
             step_stddev,
             privacy,
             blob_bytes,
-            runtime_floats_per_coordinate: c.band + c.rank + 1,
+            runtime_floats_per_coordinate: c.band + c.rank + 2,
             out: None,
             seconds: 0.0,
         })
@@ -270,7 +271,7 @@ impl fmt::Display for CompileReport {
         writeln!(f, "unit of privacy     {}", self.privacy_unit)?;
         writeln!(
             f,
-            "runtime memory      (h + r + 1)·d = {}·d floats",
+            "runtime memory      (h + r + 2)·d = {}·d floats",
             self.runtime_floats_per_coordinate
         )?;
         write!(f, "blob                {} bytes", self.blob_bytes)?;

@@ -269,7 +269,7 @@ fn compile_blt_and_fft_forms_and_inspect_them() {
         &[&out],
     ));
     assert_eq!(report["horizon"], 5000);
-    assert_eq!(report["runtime_floats_per_coordinate"], 4);
+    assert_eq!(report["runtime_floats_per_coordinate"], 5);
     let inspected = mfc_json(&args("inspect {} --json", &[&out]));
     assert_eq!(inspected["decoder"], "blt");
     assert_eq!(inspected["steps"], 5000);

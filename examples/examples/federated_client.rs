@@ -1,6 +1,6 @@
 //! An on-device federated client adding correlated noise locally: each round it clips its
 //! model update (d = 10⁵ parameters), adds it to the stream and sends the private running sum;
-//! the stream's state — `(h + r + 1)·d` floats — is kept across rounds (in a real client, in
+//! the stream's state — `(h + r + 2)·d` floats — is kept across rounds (in a real client, in
 //! its storage between rounds, with `Stream::checkpoint`).
 //!
 //! The blob is compiled here for 64 rounds at (ε, δ) = (2, 1e-6) with `(h, r) = (4, 4)`. The

@@ -19,14 +19,17 @@
 //!   the compiler has already solved the Toeplitz system (Levinson–Durbin) and stored `x̂`.
 //!
 //! Step `r` of block `i` releases `s + σζ·sens·(carry + w_r)` with `s` the running sum of clipped
-//! inputs and `carry = Σ_{i'<i} w_{i',m−1}`: stamping (001 App. D.4). The FFTs are microfft's
+//! inputs (compensated, [`crate::sum`]) and `carry = Σ_{i'<i} w_{i',m−1}`: stamping (001 App.
+//! D.4). The carry, a sum of at most `s` noise values, is a plain `f32` sum: its rounding is
+//! relative to the noise, not to the inputs. The FFTs are microfft's
 //! (`no_std`, power-of-two sizes up to 8192 by default, 32768 with the `fft-32768` feature).
 //!
 //! # Memory
 //!
-//! [`FftStream::workspace_len`] floats: `(m + 2)·d` (block noise, carry, running sum) `+ 2m`
+//! [`FftStream::workspace_len`] floats: `(m + 3)·d` (block noise, carry, running sum and its
+//! compensation) `+ 2m`
 //! (draws) `+ 2N·k` with `k = 2` complex buffers of `N` for Mechanism 1 and `k = 5` for
-//! Mechanism 2 (spectra computed once, and scratch). The banded form needs `(h + r + 1)·d` and
+//! Mechanism 2 (spectra computed once, and scratch). The banded form needs `(h + r + 2)·d` and
 //! `O(h + r)` work per step and coordinate; this one `O(m·d)` memory and `O(log m)` amortized work
 //! per step and coordinate, concentrated in the first step of each block.
 
@@ -34,10 +37,10 @@ use bytemuck::try_cast_slice_mut;
 use mfc_formats::{Decoder, F32Table, Fft, FftKind, Mechanism, Validated, Workload};
 use num_complex::Complex32;
 
-use crate::Error;
 use crate::clip::clip_factor_with_largest;
 use crate::noise::{MAX_COORDINATES, NoiseSource};
-use crate::stream::{check_input, check_step, prepare, recorded_noise_multiplier};
+use crate::stream::{Input, check_input, check_step, prepare, recorded_noise_multiplier};
+use crate::{Error, sum};
 
 /// The largest FFT size this build supports.
 pub const MAX_FFT_SIZE: usize = if cfg!(feature = "fft-32768") {
@@ -62,6 +65,8 @@ pub struct FftStream<'m, 'w, N: NoiseSource> {
     block_noise: &'w mut [f32],
     carry: &'w mut [f32],
     sum: &'w mut [f32],
+    /// What rounding took from `sum` ([`crate::sum`]).
+    compensation: &'w mut [f32],
     draws: &'w mut [f32],
     /// The kernel spectrum `K`, then (Mechanism 2) `X`, `X̃`, and scratch.
     spectra: &'w mut [Complex32],
@@ -92,7 +97,7 @@ fn layout<'m>(mechanism: &Mechanism<'m>) -> Result<(Fft<'m>, usize, usize, usize
 }
 
 impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
-    /// Floats of workspace a stream of dimension `dim` needs: `(m + 2)·d + 2m + 2N·k` (module
+    /// Floats of workspace a stream of dimension `dim` needs: `(m + 3)·d + 2m + 2N·k` (module
     /// docs).
     pub fn workspace_len(mechanism: &Validated<'_>, dim: usize) -> Result<usize, Error> {
         let (_, m, size, buffers) = layout(mechanism)?;
@@ -100,7 +105,7 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
         if dim == 0 || coordinates.is_none_or(|c| c > MAX_COORDINATES) {
             return Err(Error::InvalidDimension);
         }
-        (m + 2)
+        (m + 3)
             .checked_mul(dim)
             .and_then(|w| w.checked_add(2 * m))
             .and_then(|w| w.checked_add(2 * size * buffers))
@@ -133,6 +138,7 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
         let (block_noise, rest) = workspace.split_at_mut(m * dim);
         let (carry, rest) = rest.split_at_mut(dim);
         let (sum, rest) = rest.split_at_mut(dim);
+        let (compensation, rest) = rest.split_at_mut(dim);
         let (draws, rest) = rest.split_at_mut(2 * m);
         let spectra: &mut [Complex32] =
             try_cast_slice_mut(rest).map_err(|_| Error::InvalidDimension)?;
@@ -148,6 +154,7 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
             block_noise,
             carry,
             sum,
+            compensation,
             draws,
             spectra,
             step: 0,
@@ -164,13 +171,13 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
         self.check_step(release)?;
         let largest = check_input(self.dim, input)?;
         let clip = clip_factor_with_largest(input, self.clip_norm, largest);
-        self.advance(release, Some((input, clip)))
+        self.advance(release, Input::Row(input, clip))
     }
 
     /// Writes only the noise `σζ·sens·(B̂ z)_i` of the current step into `out`.
     pub fn step_noise(&mut self, out: &mut [f32]) -> Result<(), Error> {
         self.check_step(out)?;
-        self.advance(out, None)
+        self.advance(out, Input::NoiseOnly)
     }
 
     /// Steps released so far.
@@ -193,7 +200,7 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
     }
 
     /// Only called after every check has passed.
-    fn advance(&mut self, out: &mut [f32], input: Option<(&[f32], f32)>) -> Result<(), Error> {
+    fn advance(&mut self, out: &mut [f32], input: Input<'_>) -> Result<(), Error> {
         let m = self.block;
         let r = self.step as usize % m;
         if r == 0 {
@@ -203,21 +210,17 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
         let d = self.dim;
         let row = self.block_noise.get(r * d..(r + 1) * d).unwrap_or(&[]);
         let scale = self.noise_scale;
+        let sums = self.sum.iter_mut().zip(self.compensation.iter_mut());
+        let noise = self.carry.iter().zip(row);
         match input {
-            Some((x, clip)) => {
-                for ((((o, s), &x), &c), &w) in out
-                    .iter_mut()
-                    .zip(self.sum.iter_mut())
-                    .zip(x)
-                    .zip(self.carry.iter())
-                    .zip(row)
-                {
-                    *s += clip * x;
-                    *o = *s + scale * (c + w);
+            Input::Row(x, clip) => {
+                for (((o, (s, k)), &x), (&c, &w)) in out.iter_mut().zip(sums).zip(x).zip(noise) {
+                    sum::add(s, k, clip * x);
+                    *o = sum::value(*s, *k) + scale * (c + w);
                 }
             }
-            None => {
-                for ((o, &c), &w) in out.iter_mut().zip(self.carry.iter()).zip(row) {
+            Input::NoiseOnly => {
+                for (o, (&c, &w)) in out.iter_mut().zip(noise) {
                     *o = scale * (c + w);
                 }
             }

@@ -17,7 +17,7 @@
 //! #   left: t(&l), right: t(&r) }) };
 //! let bytes: Vec<u8> = example.to_vec()?; // on a device: include_bytes!("mech.mfc")
 //! let mechanism = Mechanism::from_bytes(&bytes)?; // validates everything once
-//! let mut workspace = [0.0f32; 16]; // (h + r + 1)·d floats
+//! let mut workspace = [0.0f32; 20]; // (h + r + 2)·d floats
 //! let noise = ChaChaNoise::from_seed([0x5a; 32])?; // a secret seed from a hardware RNG
 //! let mut stream = Stream::new(mechanism, 4, &mut workspace, noise)?;
 //! let mut release = [0.0f32; 4];
@@ -86,6 +86,7 @@ pub mod parallel;
 pub mod prefetch;
 pub mod privacy;
 pub mod stream;
+mod sum;
 mod ziggurat;
 
 pub use blt::BltStream;

@@ -3,7 +3,7 @@
 //!
 //! [`ParallelStream`] splits rows of `d` coordinates into contiguous shards
 //! ([`shard_ranges`]: multiples of the noise [`BLOCK`] where possible), runs one
-//! [`Stream::shard`] per range over its part of one workspace of `(h + r + 1)·d` floats, and
+//! [`Stream::shard`] per range over its part of one workspace of `(h + r + 2)·d` floats, and
 //! steps them concurrently. Each shard draws its own coordinates of the noise rows from its own
 //! copy of the generator, so with the same seed the releases equal those of one unsharded
 //! [`Stream`] bit for bit. Clipping uses the whole row: `step` computes

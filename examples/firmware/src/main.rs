@@ -46,7 +46,7 @@ compile_error!(
 /// the blob named by `MFC_FIRMWARE_BLOB` at build time.
 static BLOB: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/blob.mfc"));
 
-/// Bytes of a checkpoint slot: `14 + 50 + 4·(h + r + 1)·d + 4`.
+/// Bytes of a checkpoint slot: `14 + 50 + 4·(h + r + 2)·d + 4`.
 const SLOT: usize = 68 + 4 * WORKSPACE;
 
 /// What survives a reboot: the release counter (monotonic storage) and two checkpoint slots

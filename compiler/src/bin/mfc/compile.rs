@@ -327,17 +327,17 @@ fn run_blt(
         "sensitivity": compiled.sensitivity,
         "sensitivity_method": format!("{:?}", compiled.sensitivity_method),
         "step_stddev": stddevs(&compiled.per_step_variance),
-        "runtime_floats_per_coordinate": args.buffers + 1,
+        "runtime_floats_per_coordinate": args.buffers + 2,
     });
     let text = format!(
         "BLT, {} buffers, optimized for n = {steps}: sqrt(L) = {:.4}; sensitivity over {} steps {:.9} ({:?})\n\
-         runtime memory      (m + 1)·d = {}·d floats, for any number of steps\n",
+         runtime memory      (m + 2)·d = {}·d floats, for any number of steps\n",
         args.buffers,
         compiled.sqrt_loss,
         compiled.horizon,
         compiled.sensitivity,
         compiled.sensitivity_method,
-        args.buffers + 1
+        args.buffers + 2
     );
     write_and_report(args, &blob, blob_options, started, fields, &text)
 }

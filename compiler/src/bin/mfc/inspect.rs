@@ -100,7 +100,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             "banded+low-rank",
             format!("(h, r) = ({}, {})", d.band, d.rank),
             d.diagonals.as_bytes().len() + d.left.as_bytes().len() + d.right.as_bytes().len(),
-            (d.band + d.rank + 1) as usize,
+            (d.band + d.rank + 2) as usize,
             Some((d.band, d.rank)),
         ),
         Decoder::Fft(d) => (
@@ -110,14 +110,14 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 d.kind, d.block, d.stamps
             ),
             d.kernel.as_bytes().len() + d.generator.as_bytes().len(),
-            d.block as usize + 2,
+            d.block as usize + 3,
             None,
         ),
         Decoder::Blt(d) => (
             "blt",
             format!("{} buffers", d.buffers()),
             d.theta.as_bytes().len() + d.omega.as_bytes().len(),
-            d.buffers() + 1,
+            d.buffers() + 2,
             None,
         ),
         _ => ("unknown", String::new(), 0, 0, None),
