@@ -15,13 +15,16 @@
 //! The workspace is `(m + 2)·d` floats: the buffers and the accumulator of inputs and noise with
 //! its compensation, for any number of steps; the accumulator stays exact to a couple of ulps
 //! however long the stream runs. The stream stops at the blob's `steps`, the horizon its
-//! sensitivity was computed for.
+//! sensitivity was computed for. [`BltStream::step_examples`] clips a step's examples one by
+//! one, as [`Stream::step_examples`](crate::Stream::step_examples) does.
 
 use mfc_formats::{Blt, Decoder, Mechanism, Validated, Workload};
 
 use crate::clip::clip_factor_with_largest;
 use crate::noise::{MAX_COORDINATES, NoiseSource};
-use crate::stream::{check_input, check_step, prepare, recorded_noise_multiplier};
+use crate::stream::{
+    add_examples, check_examples, check_input, check_step, prepare, recorded_noise_multiplier,
+};
 use crate::{Error, sum};
 
 /// A stream releasing one private prefix sum per step from a BLT blob.
@@ -110,6 +113,18 @@ impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
         let largest = check_input(self.dim, input)?;
         let clip = clip_factor_with_largest(input, self.clip_norm, largest);
         self.advance(release, Some((input, clip)));
+        Ok(())
+    }
+
+    /// A training step: the step's examples (rows of `d`, one after the other), each clipped to
+    /// `ζ` by itself, are added to the running sum, and the private prefix sum is written into
+    /// `release`; as [`Stream::step_examples`](crate::Stream::step_examples), whose guarantee
+    /// (one example moves the releases by at most `ζ`) and errors it shares.
+    pub fn step_examples(&mut self, examples: &[f32], release: &mut [f32]) -> Result<(), Error> {
+        check_step(self.step, self.horizon, self.dim, release)?;
+        check_examples(self.dim, examples)?;
+        add_examples(examples, self.clip_norm, self.sum, self.compensation);
+        self.advance(release, None);
         Ok(())
     }
 

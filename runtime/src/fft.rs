@@ -39,7 +39,10 @@ use num_complex::Complex32;
 
 use crate::clip::clip_factor_with_largest;
 use crate::noise::{MAX_COORDINATES, NoiseSource};
-use crate::stream::{Input, check_input, check_step, prepare, recorded_noise_multiplier};
+use crate::stream::{
+    Input, add_examples, check_examples, check_input, check_step, prepare,
+    recorded_noise_multiplier,
+};
 use crate::{Error, sum};
 
 /// The largest FFT size this build supports.
@@ -174,6 +177,21 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
         self.advance(release, Input::Row(input, clip))
     }
 
+    /// A training step: the step's examples (rows of `d`, one after the other), each clipped to
+    /// `ζ` by itself, are added to the running sum, and the private prefix sum is written into
+    /// `release`; as [`Stream::step_examples`](crate::Stream::step_examples), whose guarantee
+    /// (one example moves the releases by at most `ζ`) and errors it shares.
+    pub fn step_examples(&mut self, examples: &[f32], release: &mut [f32]) -> Result<(), Error> {
+        if !self.prefix_sum {
+            return Err(Error::WorkloadNotStreamable);
+        }
+        self.check_step(release)?;
+        check_examples(self.dim, examples)?;
+        // Nothing fails after the checks: the block's FFTs only fail for a size `layout` refused.
+        add_examples(examples, self.clip_norm, self.sum, self.compensation);
+        self.advance(release, Input::Added)
+    }
+
     /// Writes only the noise `σζ·sens·(B̂ z)_i` of the current step into `out`.
     pub fn step_noise(&mut self, out: &mut [f32]) -> Result<(), Error> {
         self.check_step(out)?;
@@ -216,6 +234,11 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
             Input::Row(x, clip) => {
                 for (((o, (s, k)), &x), (&c, &w)) in out.iter_mut().zip(sums).zip(x).zip(noise) {
                     sum::add(s, k, clip * x);
+                    *o = sum::value(*s, *k) + scale * (c + w);
+                }
+            }
+            Input::Added => {
+                for ((o, (s, k)), (&c, &w)) in out.iter_mut().zip(sums).zip(noise) {
                     *o = sum::value(*s, *k) + scale * (c + w);
                 }
             }

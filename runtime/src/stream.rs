@@ -16,6 +16,10 @@
 //! that `s` is exact to a couple of ulps at any horizon: `(h + r + 2)·d` floats, all in the
 //! caller's workspace.
 //!
+//! For training, [`Stream::step_examples`] takes the step's examples (rows of `d`) instead of one
+//! row, clips each to `ζ` and adds them all: one example, not the step's whole row, is then what
+//! moves the release by at most `ζ` (the unit of privacy is the example).
+//!
 //! Every line above acts coordinate by coordinate, so a step is one fused pass over `d` in chunks
 //! of [`CHUNK`] coordinates: for each chunk, `β` is updated, `z_i` drawn, `y` accumulated and the
 //! sum added while the chunk of `y` and `β` stays in a core's cache. Each row of the state is
@@ -41,7 +45,7 @@ use core::ops::{Deref, DerefMut, Range};
 
 use mfc_formats::{BandedLowRank, Decoder, F32Table, Mechanism, Validated, Workload};
 
-use crate::clip::{clip_factor_with_largest, clip_norm_supported, largest_magnitude};
+use crate::clip::{clip_factor, clip_factor_with_largest, clip_norm_supported, largest_magnitude};
 use crate::noise::{MAX_COORDINATES, NoiseSource};
 use crate::{Error, sum};
 
@@ -73,6 +77,8 @@ pub(crate) enum Input<'a> {
     NoiseOnly,
     /// The row `x` scaled by the clip factor `clip`.
     Row(&'a [f32], f32),
+    /// Nothing more: the step's examples have been added already ([`Stream::step_examples`]).
+    Added,
 }
 
 /// Coordinates per chunk of the fused pass of a step (64 KiB per row): the chunk of `y` and the
@@ -209,6 +215,32 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
         Ok(())
     }
 
+    /// A training step: `examples` holds the step's examples, rows of `d` coordinates one after
+    /// the other (`m·d` floats for `m ≥ 0` examples). Each example is clipped to `ζ` by itself,
+    /// their sum is added to the running sum, and the private prefix sum is written into
+    /// `release`. Removing one example moves every later release by at most `ζ` (its clipped
+    /// row), whatever the others are: the runtime keeps the guarantee for a unit of privacy of
+    /// one example, where [`step`](Self::step) clips the whole row (one record per step, e.g. a
+    /// telemetry device). Allocation-free: the examples are read in place, twice (checks, then
+    /// clipping and summing).
+    ///
+    /// Errors, with nothing changed: [`Error::ExamplesShape`] if the length is not a multiple of
+    /// `d`, [`Error::NonFiniteInput`] (the index in `examples`), the checks of `step`; a shard
+    /// refuses it ([`Error::ClipFactorRequired`]).
+    pub fn step_examples(&mut self, examples: &[f32], release: &mut [f32]) -> Result<(), Error> {
+        if !self.prefix_sum {
+            return Err(Error::WorkloadNotStreamable);
+        }
+        self.check_step(release)?;
+        check_examples(self.dim, examples)?;
+        if !self.whole_row {
+            return Err(Error::ClipFactorRequired);
+        }
+        add_examples(examples, self.clip_norm, self.sum, self.compensation);
+        self.advance(release, Input::Added);
+        Ok(())
+    }
+
     /// [`step`](Self::step) with the clip factor given by the caller: `clip` must be
     /// `min(1, ζ/‖x‖)` for the **whole** input row `x` ([`clip_factor`](crate::clip_factor)`(x,
     /// ζ)`, with ζ from [`clip_norm`](Self::clip_norm)), of which `input` is this shard's part.
@@ -277,7 +309,8 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
     }
 
     /// Algorithm 3 for the current step: writes `σζ·sens·(B̂ z)_i` into `y` — plus the running
-    /// sum after adding `clip·x` for `Input::Row(x, clip)` — and moves to the next step. One fused pass over the coordinates in
+    /// sum, after adding `clip·x` for `Input::Row(x, clip)`, unless the input is
+    /// `Input::NoiseOnly` — and moves to the next step. One fused pass over the coordinates in
     /// chunks of [`CHUNK`]. Only called after every check has passed.
     fn advance(&mut self, y: &mut [f32], input: Input<'_>) {
         let (i, d) = (self.step as usize, self.dim);
@@ -337,6 +370,11 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
                     let x = input.get(start..end).unwrap_or(&[]);
                     for (((s, c), &x), out) in sums.zip(x).zip(y.iter_mut()) {
                         sum::add(s, c, clip * x);
+                        *out += sum::value(*s, *c);
+                    }
+                }
+                Input::Added => {
+                    for ((s, c), out) in sums.zip(y.iter_mut()) {
                         *out += sum::value(*s, *c);
                     }
                 }
@@ -491,6 +529,40 @@ pub(crate) fn check_input(dim: usize, input: &[f32]) -> Result<f32, Error> {
         });
     }
     largest_magnitude(input).map_err(|index| Error::NonFiniteInput { index })
+}
+
+/// The checks of a step's examples ([`Stream::step_examples`]): whole rows of `dim`
+/// coordinates ([`Error::ExamplesShape`]), all finite ([`Error::NonFiniteInput`], the index of
+/// the first one that is not, in `examples`).
+pub(crate) fn check_examples(dim: usize, examples: &[f32]) -> Result<(), Error> {
+    if dim == 0 || examples.len() % dim != 0 {
+        return Err(Error::ExamplesShape {
+            dim,
+            len: examples.len(),
+        });
+    }
+    for (e, row) in examples.chunks_exact(dim).enumerate() {
+        largest_magnitude(row).map_err(|index| Error::NonFiniteInput {
+            index: e * dim + index,
+        })?;
+    }
+    Ok(())
+}
+
+/// Clips each example (row of `sum.len()` coordinates) of checked `examples` to `clip_norm` and
+/// adds it to the compensated sum `(sum, compensation)`.
+pub(crate) fn add_examples(
+    examples: &[f32],
+    clip_norm: f32,
+    sum: &mut [f32],
+    compensation: &mut [f32],
+) {
+    for row in examples.chunks_exact(sum.len().max(1)) {
+        let factor = clip_factor(row, clip_norm);
+        for ((s, c), &x) in sum.iter_mut().zip(compensation.iter_mut()).zip(row) {
+            sum::add(s, c, factor * x);
+        }
+    }
 }
 
 /// The noise multiplier `σ` recorded in the blob ([`Error::NotCalibrated`] if none).

@@ -402,6 +402,9 @@ macro_rules! exercise {
             let _ = stream.step(&x, &mut out);
             let _ = stream.step(&x, &mut short);
             let _ = stream.step(&x[..dim.saturating_sub(1)], &mut out);
+            let examples = [x.clone(), row(i + 1, dim)].concat();
+            let _ = stream.step_examples(&examples, &mut out);
+            let _ = stream.step_examples(&examples[1..], &mut out);
             exercise!(@noise $noise, stream, out, short);
         }
     }};
@@ -441,6 +444,7 @@ fn exercise_all(m: Validated<'_>, dim: usize, sigma: f64, blob: &[u8]) {
                     let _ = shard.step_clipped(&x, clip, &mut vec![0.0; dim]);
                 }
                 let _ = shard.step(&x, &mut vec![0.0; dim]);
+                let _ = shard.step_examples(&x, &mut vec![0.0; dim]);
                 let _ = shard.step_noise(&mut vec![0.0; dim]);
             }
             let _ = Stream::shard_with_noise_multiplier(

@@ -136,6 +136,20 @@ pub fn refused_calls(stream: &mut impl Replay, prefix_sum: bool) {
             stream.step(&[1.0, f32::NAN, 0.0], &mut out),
             Err(Error::NonFiniteInput { index: 1 })
         );
+        assert_eq!(
+            stream.step_examples(&row[..DIM - 1], &mut out),
+            Err(Error::ExamplesShape {
+                dim: DIM,
+                len: DIM - 1
+            })
+        );
+        let mut examples = [0.0f32; 2 * DIM];
+        examples[..DIM].copy_from_slice(&row);
+        examples[DIM + 2] = f32::INFINITY;
+        assert_eq!(
+            stream.step_examples(&examples, &mut out),
+            Err(Error::NonFiniteInput { index: DIM + 2 })
+        );
     }
     if let Some(refused) = stream.step_noise(&mut short) {
         assert!(refused.is_err());
@@ -273,6 +287,8 @@ fn replay_streams(clean: &mut impl Replay, disturbed: &mut impl Replay, mechanis
 pub trait Replay {
     /// `step`: clip, sum, noise, release.
     fn step(&mut self, input: &[f32], release: &mut [f32]) -> Result<(), Error>;
+    /// `step_examples`: clip each example, sum, noise, release.
+    fn step_examples(&mut self, examples: &[f32], release: &mut [f32]) -> Result<(), Error>;
     /// `step_noise`, the noise only; `None` for a stream type without it.
     fn step_noise(&mut self, out: &mut [f32]) -> Option<Result<(), Error>>;
     /// `steps_released`.
@@ -284,6 +300,13 @@ macro_rules! impl_replay {
         impl Replay for $stream<'_, '_, ChaChaNoise> {
             fn step(&mut self, input: &[f32], release: &mut [f32]) -> Result<(), Error> {
                 $stream::step(self, input, release)
+            }
+            fn step_examples(
+                &mut self,
+                examples: &[f32],
+                release: &mut [f32],
+            ) -> Result<(), Error> {
+                $stream::step_examples(self, examples, release)
             }
             fn step_noise(&mut self, out: &mut [f32]) -> Option<Result<(), Error>> {
                 Some($stream::step_noise(self, out))
@@ -300,6 +323,9 @@ impl_replay!(Stream, FftStream);
 impl Replay for BltStream<'_, '_, ChaChaNoise> {
     fn step(&mut self, input: &[f32], release: &mut [f32]) -> Result<(), Error> {
         BltStream::step(self, input, release)
+    }
+    fn step_examples(&mut self, examples: &[f32], release: &mut [f32]) -> Result<(), Error> {
+        BltStream::step_examples(self, examples, release)
     }
     fn step_noise(&mut self, _: &mut [f32]) -> Option<Result<(), Error>> {
         None
