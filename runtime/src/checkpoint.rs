@@ -106,7 +106,7 @@ use serde::{Deserialize, Serialize};
 
 use mfc_formats::{BandedLowRank, Decoder, Mechanism, Validated};
 
-use crate::noise::{ChaChaNoise, NoiseSource};
+use crate::noise::{ChaChaNoise, KEY_WORD, NoiseSource};
 use crate::{Error, Stream};
 
 /// The first eight bytes of every checkpoint.
@@ -209,12 +209,15 @@ impl ReleaseCounter {
     }
 }
 
-/// The noise key of epoch `epoch`: the first 32 bytes of ChaCha20 keyed by `root` with nonce
-/// `epoch` (ChaCha20 as a PRF of the epoch). `root` is a device secret used only for this
-/// derivation — never directly as a noise seed.
+/// The noise key of epoch `epoch`: 32 bytes of ChaCha20 keyed by `root` with nonce `epoch`
+/// (ChaCha20 as a PRF of the epoch), from word `2⁶⁷` of that stream on — the half of every
+/// ChaCha stream that noise never reads ([`noise`](crate::noise), "Limits"). The key domain is
+/// thus apart from the noise domain: a [`ChaChaNoise`] seeded with `root` itself never draws
+/// these bytes for any row. `root` is a device secret used only for this derivation.
 pub fn stream_key(root: &[u8; 32], epoch: u64) -> [u8; 32] {
     let mut prf = ChaCha20Rng::from_seed(*root);
     prf.set_stream(epoch);
+    prf.set_word_pos(KEY_WORD);
     let mut key = [0u8; 32];
     prf.fill_bytes(&mut key);
     key
@@ -879,6 +882,42 @@ mod tests {
             Err(Error::CheckpointKeyMismatch)
         );
         assert_eq!(stream.steps_released(), 0);
+    }
+
+    /// The key of epoch `t` is not what a noise source seeded with the root draws for row `t`
+    /// (the bytes `stream_key` once returned: stream `t` from word 0), nor any 32 bytes of the
+    /// words block 0 of that row reads; it is the keys' own half of the stream, which no noise
+    /// block of an addressable coordinate reaches.
+    #[test]
+    fn keys_and_noise_have_separate_domains() {
+        for epoch in [1u64, 2, 7, 1 << 40] {
+            let key = stream_key(&ROOT, epoch);
+            let mut rng = ChaCha20Rng::from_seed(ROOT);
+            rng.set_stream(epoch);
+            let mut noise_words = [0u8; 4 * 2048];
+            rand_core::Rng::fill_bytes(&mut rng, &mut noise_words);
+            assert!(
+                noise_words.windows(32).all(|w| w != key),
+                "epoch {epoch}: the key is in the noise of row {epoch}"
+            );
+            let mut keys = ChaCha20Rng::from_seed(ROOT);
+            keys.set_stream(epoch);
+            keys.set_word_pos(1 << 67);
+            let mut expected = [0u8; 32];
+            rand_core::Rng::fill_bytes(&mut keys, &mut expected);
+            assert_eq!(key, expected);
+        }
+        // The last noise block of the last addressable coordinate starts below the keys' words.
+        let last_block = (crate::noise::MAX_COORDINATES - 1) / crate::noise::BLOCK;
+        assert!(u128::from(last_block) << 26 < KEY_WORD);
+        assert_eq!((u128::from(last_block) + 1) << 26, KEY_WORD);
+        // The noise of row `epoch` seeded with the root is not keyed by the epoch's key.
+        let mut from_root = ChaChaNoise::from_seed(ROOT).unwrap();
+        let mut from_key = ChaChaNoise::from_seed(stream_key(&ROOT, 3)).unwrap();
+        let (mut a, mut b) = ([0.0f32; 8], [0.0f32; 8]);
+        from_root.fill_standard_normal(3, 0, &mut a);
+        from_key.fill_standard_normal(0, 0, &mut b);
+        assert_ne!(a, b);
     }
 
     #[test]
