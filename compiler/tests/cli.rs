@@ -317,7 +317,8 @@ fn simulate_streams_inputs_like_the_runtime() {
     // The same stream in process, with the same seed.
     let bytes = std::fs::read(&blob).unwrap();
     let m = mfc_formats::Mechanism::from_bytes(&bytes).unwrap();
-    let mut ws = vec![0.0f32; 12];
+    let len = mfc_runtime::Stream::<mfc_runtime::ChaChaNoise>::workspace_len(&m, 2).unwrap();
+    let mut ws = vec![0.0f32; len];
     let noise = mfc_runtime::ChaChaNoise::from_seed([0x0f; 32]).unwrap();
     let mut stream = mfc_runtime::Stream::new(m, 2, &mut ws, noise).unwrap();
     let written = std::fs::read_to_string(&csv_out).unwrap();
@@ -338,6 +339,37 @@ fn simulate_streams_inputs_like_the_runtime() {
         &[simulate, "--seed abc"].join(" "),
         &[&blob, &input, &csv_out],
     ));
+}
+
+/// Issue 16: a `--seed` of 64 bytes that are not 64 ASCII characters (32 two-byte `é`) made
+/// `mfc simulate` panic (exit 101) slicing inside a character; it is refused with exit 2 and a
+/// message naming the option, like any other seed that is not 64 hexadecimal digits.
+#[test]
+fn simulate_refuses_a_non_ascii_seed() {
+    let blob = temp("seed.mfc");
+    mfc_ok(&args(
+        "compile --steps 4 --band 1 --rank 0 --noise-multiplier 1 --out {}",
+        &[&blob],
+    ));
+    let input = temp("seed-inputs.csv");
+    std::fs::write(&input, "1\n2\n").unwrap();
+    let out = temp("seed-out.csv");
+    for seed in [
+        "é".repeat(32),
+        "0g".repeat(32),
+        "ab".repeat(33),
+        "€".repeat(21) + "0",
+    ] {
+        assert!(seed.len() >= 64, "{seed}");
+        let err = assert_refused(&args(
+            "simulate {} --input {} --out {} --seed {}",
+            &[&blob, &input, &out, &seed],
+        ));
+        assert!(
+            err.contains("--seed") && err.contains("64 hexadecimal digits"),
+            "{err}"
+        );
+    }
 }
 
 /// `inspect --export` writes the tables as .npy; rebuilding B̂ from them by the SPEC's formula
