@@ -274,6 +274,23 @@ fn compile_blt_and_fft_forms_and_inspect_them() {
     assert_eq!(inspected["decoder"], "blt");
     assert_eq!(inspected["steps"], 5000);
     assert_eq!(inspected["sensitivity"], report["sensitivity"]);
+    // The blob's error figures cover its 5000 steps, not the 128 it was optimized for.
+    let design_max = report["step_stddev"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .fold(0.0, f64::max);
+    let horizon_max = report["horizon_max_step_stddev"].as_f64().unwrap();
+    assert_eq!(
+        inspected["max_step_stddev"],
+        report["horizon_max_step_stddev"]
+    );
+    assert_eq!(inspected["sqrt_loss"], report["horizon_sqrt_loss"]);
+    assert!(
+        horizon_max > 2.0 * design_max,
+        "{horizon_max} vs {design_max}"
+    );
     // The FFT form, stamped.
     let fft = temp("fft.mfc");
     mfc_ok(&args(

@@ -327,16 +327,25 @@ fn run_blt(
         "sensitivity": compiled.sensitivity,
         "sensitivity_method": format!("{:?}", compiled.sensitivity_method),
         "step_stddev": stddevs(&compiled.per_step_variance),
+        "horizon_sqrt_loss": compiled.horizon_error.sqrt_loss,
+        "horizon_max_step_stddev": compiled.horizon_error.max_step_stddev,
+        "horizon_final_step_stddev": compiled.horizon_error.final_step_stddev,
         "runtime_floats_per_coordinate": args.buffers + 2,
     });
+    let e = &compiled.horizon_error;
     let text = format!(
         "BLT, {} buffers, optimized for n = {steps}: sqrt(L) = {:.4}; sensitivity over {} steps {:.9} ({:?})\n\
+         over all {} steps   sqrt(L) = {:.4}, max step stddev {:.4}, last {:.4}  (units of σ·ζ; the blob's error figures)\n\
          runtime memory      (m + 2)·d = {}·d floats, for any number of steps\n",
         args.buffers,
         compiled.sqrt_loss,
         compiled.horizon,
         compiled.sensitivity,
         compiled.sensitivity_method,
+        compiled.horizon,
+        e.sqrt_loss,
+        e.max_step_stddev,
+        e.final_step_stddev,
         args.buffers + 2
     );
     write_and_report(args, &blob, blob_options, started, fields, &text)

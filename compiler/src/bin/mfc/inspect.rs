@@ -206,7 +206,10 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         },
         None => println!("noise multiplier    not calibrated"),
     }
-    print!("error (σ = ζ = 1)   sqrt(L) = {:.4}", h.error.sqrt_loss);
+    print!(
+        "error (σ = ζ = 1)   over all n = {} steps: sqrt(L) = {:.4}",
+        h.steps, h.error.sqrt_loss
+    );
     if let Some(opt) = h.error.optimal_sqrt_loss {
         print!(" (optimum {opt:.4})");
     }
