@@ -2,6 +2,9 @@
 # The telemetry firmware (examples/firmware) under QEMU (mps2-an386, Cortex-M4F): its releases
 # must equal the host reference bit for bit, and a build with a corrupted blob must report the
 # error and exit with code 2 — not 0, not hang (timeout: 124), not fault (3) or panic (101).
+# The drift firmware streams 10⁶ BLT steps (d = 1): its printed releases and the checksum of all
+# of them must equal the host's, whose every release is within 4 ulps of the exact sum.
+# Leaves the logs in target/firmware/ (.ci/run hands them to the workspace tests).
 # Needs qemu-system-arm and the thumbv7em-none-eabihf target (.ci/run installs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +16,7 @@ qemu=(timeout 60 qemu-system-arm -machine mps2-an386 -cpu cortex-m4 -nographic
       -semihosting-config enable=on,target=native -kernel)
 
 echo "-- build (thumbv7em-none-eabihf, opt-level s, LTO)"
-(cd "$fw" && cargo build --release --bin telemetry)
+(cd "$fw" && cargo build --release --bin telemetry --bin drift)
 (cd "$fw" && cargo build --release --bin telemetry --features corrupt-blob --target-dir target/corrupt)
 (cd "$fw" && cargo build --release --bin telemetry --features defmt --target-dir target/defmt)
 elf=$fw/target/thumbv7em-none-eabihf/release/telemetry
@@ -31,9 +34,22 @@ if [ "$status" -ne 0 ]; then
   exit 1
 fi
 
+echo "-- the drift firmware: 10^6 BLT steps under QEMU"
+drift=$fw/target/thumbv7em-none-eabihf/release/drift
+status=0
+started=$(date +%s.%N)
+timeout 300 "${qemu[@]:2}" "$drift" >"$logs/drift.log" || status=$?
+awk -v s="$started" -v e="$(date +%s.%N)" 'BEGIN { printf "10^6 steps under QEMU in %.1f s\n", e - s }'
+head -n 2 "$logs/drift.log"
+tail -n 2 "$logs/drift.log"
+if [ "$status" -ne 0 ]; then
+  echo "drift firmware exited with $status (expected 0)" >&2
+  exit 1
+fi
+
 echo "-- compare with the host reference"
-MFC_FIRMWARE_LOG="$PWD/$logs/telemetry.log" \
-  cargo test --release -p mfc-tests --test firmware -- --nocapture
+MFC_FIRMWARE_LOG="$PWD/$logs/telemetry.log" MFC_FIRMWARE_DRIFT_LOG="$PWD/$logs/drift.log" \
+  cargo test --release -p mfc-tests --test firmware -- --include-ignored --nocapture
 
 echo "-- the corrupted blob must be refused with exit code 2"
 status=0

@@ -69,14 +69,24 @@ fn exact_f32(values: &[f64]) -> Result<Vec<u8>> {
 }
 
 /// What every form's header records besides the workload and the horizon: the schema, the
-/// sensitivity of what ships, the calibration and the error summary of the per-step variances.
+/// sensitivity of what ships, the calibration and the error over every step the blob allows.
 struct Shipped<'a> {
     participation: &'a crate::participation::Participation,
     sensitivity: f64,
     method: mfc_formats::SensitivityMethod,
     sqrt_loss: f64,
     optimal_sqrt_loss: Option<f64>,
-    per_step_variance: &'a [f64],
+    /// The largest and the last per-step standard deviation (`σ = ζ = 1`).
+    step_stddev: (f64, f64),
+}
+
+/// The largest and the last of the standard deviations of `per_step_variance`.
+fn step_stddev(per_step_variance: &[f64]) -> (f64, f64) {
+    let stddev = per_step_variance.iter().map(|v| v.sqrt());
+    (
+        stddev.clone().fold(0.0, f64::max),
+        stddev.clone().next_back().unwrap_or(0.0),
+    )
 }
 
 fn header<'a>(
@@ -88,7 +98,7 @@ fn header<'a>(
     // ×2 for replace-one is exact in floating point: the recorded sensitivity is twice the
     // encoder's, and every error figure (in units of σ·ζ) doubles with it.
     let factor = neighbouring_factor(options.neighbouring)?;
-    let stddev = shipped.per_step_variance.iter().map(|v| factor * v.sqrt());
+    let (max_step_stddev, final_step_stddev) = shipped.step_stddev;
     Ok(Header {
         workload,
         steps,
@@ -103,8 +113,8 @@ fn header<'a>(
         error: ErrorSummary {
             sqrt_loss: factor * shipped.sqrt_loss,
             optimal_sqrt_loss: shipped.optimal_sqrt_loss.map(|x| factor * x),
-            max_step_stddev: stddev.clone().fold(0.0, f64::max),
-            final_step_stddev: stddev.clone().next_back().unwrap_or(0.0),
+            max_step_stddev: factor * max_step_stddev,
+            final_step_stddev: factor * final_step_stddev,
         },
         generator: GENERATOR,
     })
@@ -142,7 +152,7 @@ pub fn encode(
         method: compiled.sensitivity_method,
         sqrt_loss: compiled.sqrt_loss,
         optimal_sqrt_loss: Some(compiled.optimal_sqrt_loss),
-        per_step_variance: &compiled.per_step_variance,
+        step_stddev: step_stddev(&compiled.per_step_variance),
     };
     let mechanism = Mechanism {
         header: header(stored_workload, steps, shipped, options)?,
@@ -173,7 +183,7 @@ pub fn encode_fft(compiled: &crate::fft::FftMechanism, options: &BlobOptions) ->
         method: compiled.sensitivity_method,
         sqrt_loss: compiled.sqrt_loss,
         optimal_sqrt_loss: None,
-        per_step_variance: &compiled.per_step_variance,
+        step_stddev: step_stddev(&compiled.per_step_variance),
     };
     let mechanism = Mechanism {
         header: header(StoredWorkload::PrefixSum, steps, shipped, options)?,
@@ -192,7 +202,8 @@ pub fn encode_fft(compiled: &crate::fft::FftMechanism, options: &BlobOptions) ->
 }
 
 /// Encodes a compiled BLT (`formats/SPEC.md`, decoder 2) for the prefix sum: the stored `θ, ω`
-/// are the `f32` values the sensitivity was computed from, and `steps` is the horizon it covers.
+/// are the `f32` values the sensitivity was computed from, `steps` is the horizon it covers, and
+/// the error figures are over that whole horizon (not the steps it was optimized for).
 pub fn encode_blt(
     compiled: &crate::toeplitz::CompiledBlt,
     options: &BlobOptions,
@@ -205,9 +216,12 @@ pub fn encode_blt(
         participation: &compiled.participation,
         sensitivity: compiled.sensitivity,
         method: compiled.sensitivity_method,
-        sqrt_loss: compiled.sqrt_loss,
+        sqrt_loss: compiled.horizon_error.sqrt_loss,
         optimal_sqrt_loss: None,
-        per_step_variance: &compiled.per_step_variance,
+        step_stddev: (
+            compiled.horizon_error.max_step_stddev,
+            compiled.horizon_error.final_step_stddev,
+        ),
     };
     let mechanism = Mechanism {
         header: header(StoredWorkload::PrefixSum, steps, shipped, options)?,

@@ -4,7 +4,8 @@
 //! from the encoder itself (exact where 001 Eq. 3 applies, else an upper bound, as reported).
 //!
 //! The device costs are per coordinate of the stream: "RAM" counts the floats of state a
-//! streaming implementation keeps (noise rows, buffers, tree nodes, the running sum), "flops"
+//! streaming implementation keeps (noise rows, buffers, tree nodes, the running sum — for the
+//! forms the runtime replays, banded + low rank, BLT and FFT, with its compensation), "flops"
 //! the multiply-adds per step, both for the form named (dense rows for the optimum and the
 //! square root; the recurrence `w_t = (z_t − Σ c_l w_{t−l})/c_0` for banded Toeplitz; `m`
 //! geometric buffers for BLT; one partial sum per level for the tree; for FFT, the block's noise
@@ -320,7 +321,7 @@ fn compare_add_remove(
         compiled.sensitivity,
         compiled.sensitivity_method,
         &norms,
-        h + r + 1,
+        h + r + 2,
         h + 2 * r + 1,
     );
     row.blob_bytes = Some(bytes.len());
@@ -370,7 +371,7 @@ fn compare_add_remove(
             stored.sensitivity,
             stored.sensitivity_method,
             &norms,
-            m + 1,
+            m + 2,
             3 * m + 1,
         );
         row.beyond_horizon = stored.blt.beyond_horizon(n, participation);
@@ -405,7 +406,7 @@ fn compare_add_remove(
                     .fold(0.0, f64::max)
                     .sqrt(),
                 sensitivity_method: format!("{:?}", fft.sensitivity_method),
-                ram_floats: n + 2,
+                ram_floats: n + 3,
                 flops_per_step: ffts * size * size.trailing_zeros() as usize / n,
                 blob_bytes: Some(bytes.len()),
                 streaming: true,

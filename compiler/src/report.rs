@@ -178,7 +178,8 @@ pub struct CompileReport {
     pub iterations: usize,
     /// Size of the blob in bytes.
     pub blob_bytes: usize,
-    /// RAM the runtime needs per input coordinate, in f32 words: `h + r + 1`.
+    /// RAM the runtime needs per input coordinate, in f32 words: `h + r + 2` (the last `h`
+    /// noise rows, `β`, the running sum and its compensation).
     pub runtime_floats_per_coordinate: usize,
     /// Where the blob was written.
     pub out: Option<String>,
@@ -284,7 +285,7 @@ impl CompileReport {
             duality_gap: compiled.optimum.relative_gap,
             iterations: compiled.optimum.iterations,
             blob_bytes,
-            runtime_floats_per_coordinate: c.band + c.rank + 1,
+            runtime_floats_per_coordinate: c.band + c.rank + 2,
             out: None,
             seconds: 0.0,
         })
@@ -346,7 +347,7 @@ impl fmt::Display for CompileReport {
         write!(f, "{}", self.statement)?;
         writeln!(
             f,
-            "runtime memory      (h + r + 1)·d = {}·d floats",
+            "runtime memory      (h + r + 2)·d = {}·d floats",
             self.runtime_floats_per_coordinate
         )?;
         write!(f, "blob                {} bytes", self.blob_bytes)?;

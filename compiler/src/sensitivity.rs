@@ -1,8 +1,10 @@
 //! Sensitivity and loss of a factorization for single participation.
 //!
 //! With unit-norm contributions to one step, the L2 sensitivity of `x ↦ C x` is the largest
-//! column norm of `C` (Denisov et al. 2022, Thm 3.1 and Eq. 2), and the loss, the total squared
-//! error at a fixed privacy level, is `L(B, C) = sens(C)²·‖B‖_F²`.
+//! column norm of `C` (Denisov et al. 2022, Thm 3.1 and Eq. 2; computed, with the other schemas,
+//! by [`participation::sensitivity`](crate::participation::sensitivity), which the tests here
+//! check against a brute force), and the loss, the total squared error at a fixed privacy level,
+//! is `L(B, C) = sens(C)²·‖B‖_F²`.
 
 use faer::{Mat, MatRef};
 
@@ -36,22 +38,6 @@ pub fn encoder_for_decoder(a: MatRef<'_, f64>, decoder: MatRef<'_, f64>) -> Resu
     }
 }
 
-/// `max_j ‖C[:, j]‖₂`: the single-participation sensitivity `sens(C)` for contributions of norm
-/// at most 1 (Denisov et al. 2022, 003 Thm 3.1 / Eq. 2).
-/// A NaN anywhere in `c` yields NaN (never a smaller, finite value): callers must check that the
-/// result is finite before trusting it.
-pub fn max_column_norm(c: MatRef<'_, f64>) -> f64 {
-    let mut worst: f64 = 0.0;
-    for j in 0..c.ncols() {
-        let norm = c.col(j).norm_l2();
-        if norm.is_nan() || (0..c.nrows()).any(|i| c[(i, j)].is_nan()) {
-            return f64::NAN;
-        }
-        worst = worst.max(norm);
-    }
-    worst
-}
-
 /// `sens²·‖B[i,:]‖²` for every step `i`: the variance of release `i` for `σ = ζ = 1`.
 pub fn per_step_variance(decoder: MatRef<'_, f64>, sensitivity: f64) -> Vec<f64> {
     (0..decoder.nrows())
@@ -67,6 +53,8 @@ pub fn loss(decoder: MatRef<'_, f64>, sensitivity: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::participation::{Participation, sensitivity};
+    use mfc_formats::SensitivityMethod;
 
     /// A seeded uniform generator on `[-0.5, 0.5)`.
     fn uniform(seed: u64) -> impl FnMut() -> f64 {
@@ -82,13 +70,16 @@ mod tests {
     /// Brute force over neighbouring single-participation datasets `x − x' = e_j uᵀ` with
     /// `‖u‖ ≤ 1` (003 Thm 3.1 / Eq. 2): `‖C (x − x')‖_F` is formed explicitly as a dense product
     /// for every step `j`, for `d = 1` on a grid of `t ∈ [−1, 1]` and for `d = 3` on random unit
-    /// and shorter vectors; its maximum is the largest column norm.
+    /// and shorter vectors; its maximum is the sensitivity the compile path records for single
+    /// participation (`participation::sensitivity`, method `MaxColumnNorm`).
     #[test]
-    fn max_column_norm_is_the_worst_neighbour() {
+    fn the_shipped_single_participation_sensitivity_is_the_worst_neighbour() {
         let mut rand = uniform(7);
         for n in 1..=8 {
             let c = Mat::from_fn(n, n, |i, j| if j <= i { 4.0 * rand() } else { 0.0 });
-            let expected = max_column_norm(c.as_ref());
+            let shipped = sensitivity(c.as_ref(), &Participation::Single).unwrap();
+            assert_eq!(shipped.method, SensitivityMethod::MaxColumnNorm);
+            let expected = shipped.value;
             let mut scalar: f64 = 0.0;
             let mut vector: f64 = 0.0;
             for j in 0..n {
@@ -143,7 +134,7 @@ mod tests {
     fn nan_is_never_hidden() {
         let mut c = Mat::<f64>::identity(3, 3);
         c[(2, 1)] = f64::NAN;
-        assert!(max_column_norm(c.as_ref()).is_nan());
+        assert!(sensitivity(c.as_ref(), &Participation::Single).is_err());
         let mut b = Mat::<f64>::identity(3, 3);
         b[(1, 0)] = f64::NAN;
         assert!(encoder_for_decoder(Mat::<f64>::identity(3, 3).as_ref(), b.as_ref()).is_err());

@@ -312,11 +312,28 @@ fn compile_blt_and_fft_forms_and_inspect_them() {
         &[&out],
     ));
     assert_eq!(report["horizon"], 5000);
-    assert_eq!(report["runtime_floats_per_coordinate"], 4);
+    assert_eq!(report["runtime_floats_per_coordinate"], 5);
     let inspected = mfc_json(&args("inspect {} --json", &[&out]));
     assert_eq!(inspected["decoder"], "blt");
     assert_eq!(inspected["steps"], 5000);
     assert_eq!(inspected["sensitivity"], report["sensitivity"]);
+    // The blob's error figures cover its 5000 steps, not the 128 it was optimized for.
+    let design_max = report["step_stddev"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .fold(0.0, f64::max);
+    let horizon_max = report["horizon_max_step_stddev"].as_f64().unwrap();
+    assert_eq!(
+        inspected["max_step_stddev"],
+        report["horizon_max_step_stddev"]
+    );
+    assert_eq!(inspected["sqrt_loss"], report["horizon_sqrt_loss"]);
+    assert!(
+        horizon_max > 2.0 * design_max,
+        "{horizon_max} vs {design_max}"
+    );
     // The FFT form, stamped.
     let fft = temp("fft.mfc");
     mfc_ok(&args(
@@ -360,7 +377,8 @@ fn simulate_streams_inputs_like_the_runtime() {
     // The same stream in process, with the same seed.
     let bytes = std::fs::read(&blob).unwrap();
     let m = mfc_formats::Mechanism::from_bytes(&bytes).unwrap();
-    let mut ws = vec![0.0f32; 12];
+    let len = mfc_runtime::Stream::<mfc_runtime::ChaChaNoise>::workspace_len(&m, 2).unwrap();
+    let mut ws = vec![0.0f32; len];
     let noise = mfc_runtime::ChaChaNoise::from_seed([0x0f; 32]).unwrap();
     let mut stream = mfc_runtime::Stream::new(m, 2, &mut ws, noise).unwrap();
     let written = std::fs::read_to_string(&csv_out).unwrap();
@@ -381,6 +399,37 @@ fn simulate_streams_inputs_like_the_runtime() {
         &[simulate, "--seed abc"].join(" "),
         &[&blob, &input, &csv_out],
     ));
+}
+
+/// Issue 16: a `--seed` of 64 bytes that are not 64 ASCII characters (32 two-byte `é`) made
+/// `mfc simulate` panic (exit 101) slicing inside a character; it is refused with exit 2 and a
+/// message naming the option, like any other seed that is not 64 hexadecimal digits.
+#[test]
+fn simulate_refuses_a_non_ascii_seed() {
+    let blob = temp("seed.mfc");
+    mfc_ok(&args(
+        "compile --steps 4 --band 1 --rank 0 --noise-multiplier 1 --out {}",
+        &[&blob],
+    ));
+    let input = temp("seed-inputs.csv");
+    std::fs::write(&input, "1\n2\n").unwrap();
+    let out = temp("seed-out.csv");
+    for seed in [
+        "é".repeat(32),
+        "0g".repeat(32),
+        "ab".repeat(33),
+        "€".repeat(21) + "0",
+    ] {
+        assert!(seed.len() >= 64, "{seed}");
+        let err = assert_refused(&args(
+            "simulate {} --input {} --out {} --seed {}",
+            &[&blob, &input, &out, &seed],
+        ));
+        assert!(
+            err.contains("--seed") && err.contains("64 hexadecimal digits"),
+            "{err}"
+        );
+    }
 }
 
 /// `inspect --export` writes the tables as .npy; rebuilding B̂ from them by the SPEC's formula
@@ -423,7 +472,12 @@ fn compare_prints_every_family_and_refuses_an_empty_horizon() {
         &[],
     ));
     assert_eq!(report["neighbouring"], "add-remove");
-    assert!(report["participation"].as_str().unwrap().starts_with("single"));
+    assert!(
+        report["participation"]
+            .as_str()
+            .unwrap()
+            .starts_with("single")
+    );
     let names: Vec<&str> = report["rows"]
         .as_array()
         .unwrap()

@@ -2,6 +2,10 @@
 //! (ε, δ) = (2, 1e-6), into an .mfc blob; then load the blob with the no_std runtime and stream
 //! d = 4 counters through it, comparing the released prefix sums with the true ones.
 //!
+//! The unit of privacy is one step's row of 4 counts (one record per step, single
+//! participation), clipped to ζ = 1 by `Stream::step`; the (ε, δ) is for adding or removing it.
+//! The compile report printed first states it.
+//!
 //! Run: `cargo run --release -p mfc-examples --example end_to_end`
 
 use mfc_compiler::blob::{self, BlobOptions};

@@ -1,9 +1,12 @@
 //! An on-device federated client adding correlated noise locally: each round it clips its
 //! model update (d = 10⁵ parameters), adds it to the stream and sends the private running sum;
-//! the stream's state — `(h + r + 1)·d` floats — is kept across rounds (in a real client, in
+//! the stream's state — `(h + r + 2)·d` floats — is kept across rounds (in a real client, in
 //! its storage between rounds, with `Stream::checkpoint`).
 //!
-//! The blob is compiled here for 64 rounds at (ε, δ) = (2, 1e-6) with `(h, r) = (4, 4)`. The
+//! The blob is compiled here for 64 rounds at (ε, δ) = (2, 1e-6) with `(h, r) = (4, 4)`. The unit
+//! of privacy is this client's update in one round (single participation: one round's row,
+//! clipped to ζ = 1 by `Stream::step`), under add/remove; a client that takes part in every round
+//! needs a blob compiled for that schema (`--epochs 64 --every 1`) for client-level privacy. The
 //! example checks, every round, that the released sum minus the true sum of clipped updates has
 //! the per-coordinate standard deviation the compiler predicted for that round (`σζ·sens·‖B̂[i,:]‖`).
 //!

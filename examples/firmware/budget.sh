@@ -111,12 +111,12 @@ for blob in telemetry.mfc h6r6.mfc blt.mfc; do
     ws=$(( $(field workspace_floats) * 4 ))
     if [[ $line == "bench blt "* ]]; then
       m=$(field m)
-      [ "$ws" -eq $(( (m + 1) * d * 4 )) ] || { echo "workspace $ws != formula" >&2; exit 1; }
+      [ "$ws" -eq $(( (m + 2) * d * 4 )) ] || { echo "workspace $ws != formula" >&2; exit 1; }
       rows+=("| BLT m = $m | $d | $ws | $(field stream_bytes) | $(field stack_bytes) | $(
         instr "$(field step_total)" "$steps") | — | — | $(instr "$(field load)" 1) |")
     else
       h=$(field h) r=$(field r)
-      [ "$ws" -eq $(( (h + r + 1) * d * 4 )) ] || { echo "workspace $ws != formula" >&2; exit 1; }
+      [ "$ws" -eq $(( (h + r + 2) * d * 4 )) ] || { echo "workspace $ws != formula" >&2; exit 1; }
       rows+=("| ($h, $r) | $d | $ws | $(field stream_bytes) | $(field stack_bytes) | $(
         instr "$(field step_total)" "$steps") | $(instr "$(field checkpoint_total)" "$steps") | $(
         instr "$(field restore)" 1) | $(instr "$(field load)" 1) |")
@@ -128,6 +128,6 @@ n=$(printf '%s\n' "${horizons[@]}" | sort -u)
 [ "$(wc -l <<<"$n")" -eq 1 ] || { echo "budget.sh: the blobs' horizons differ: $n" >&2; exit 1; }
 echo "### RAM and instructions per step (QEMU mps2-an386, -icount shift=$SHIFT, n = $n)"
 echo
-echo "| (h, r) or BLT m | d | workspace (h + r + 1)·d·4 B or (m + 1)·d·4 B | Stream struct B | stack B (step + checkpoint; BLT: step) | instructions / step | / checkpoint | restore | blob check |"
+echo "| (h, r) or BLT m | d | workspace (h + r + 2)·d·4 B or (m + 2)·d·4 B | Stream struct B | stack B (step + checkpoint; BLT: step) | instructions / step | / checkpoint | restore | blob check |"
 echo "|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"

@@ -4,8 +4,8 @@
 //! Environment: `MFC_FIRMWARE_BLOB` (path of the blob, default `telemetry.mfc` beside this file,
 //! or `blt.mfc` with the `size-blt` feature) and `MFC_FIRMWARE_DIM` (the dimension `d`, default
 //! 4). The workspace is sized exactly from the blob's own parameters, so the `.bss` of the
-//! firmware shows the runtime's RAM formula: `(h + r + 1)·d` floats for a banded blob,
-//! `(m + 1)·d` for a BLT blob with `m` buffers. The blob's form is also set as the cfg
+//! firmware shows the runtime's RAM formula: `(h + r + 2)·d` floats for a banded blob,
+//! `(m + 2)·d` for a BLT blob with `m` buffers. The blob's form is also set as the cfg
 //! `mfc_form` (`"banded"` or `"blt"`); other decoders are refused.
 
 use std::env;
@@ -63,10 +63,10 @@ fn main() {
             );
             println!("cargo::rustc-cfg=mfc_form=\"banded\"");
             let (band, rank) = (decoder.band, decoder.rank);
-            let workspace = (band as usize + rank as usize + 1) * dim;
+            let workspace = (band as usize + rank as usize + 2) * dim;
             format!(
                 "/// The stream's dimension `d`.\npub const DIM: usize = {dim};\n\
-                 /// Floats of workspace: `(h + r + 1)·d` with `(h, r) = ({band}, {rank})`.\n\
+                 /// Floats of workspace: `(h + r + 2)·d` with `(h, r) = ({band}, {rank})`.\n\
                  pub const WORKSPACE: usize = {workspace};\n\
                  /// The blob's horizon `n`.\npub const STEPS: u32 = {steps};\n\
                  /// The blob's `(h, r)`.\npub const BAND_RANK: (u32, u32) = ({band}, {rank});\n"
@@ -75,10 +75,10 @@ fn main() {
         Decoder::Blt(decoder) => {
             println!("cargo::rustc-cfg=mfc_form=\"blt\"");
             let buffers = decoder.buffers();
-            let workspace = (buffers + 1) * dim;
+            let workspace = (buffers + 2) * dim;
             format!(
                 "/// The stream's dimension `d`.\npub const DIM: usize = {dim};\n\
-                 /// Floats of workspace: `(m + 1)·d` with `m = {buffers}`.\n\
+                 /// Floats of workspace: `(m + 2)·d` with `m = {buffers}`.\n\
                  pub const WORKSPACE: usize = {workspace};\n\
                  /// The blob's horizon `n`.\npub const STEPS: u32 = {steps};\n\
                  /// The blob's BLT buffers per coordinate `m`.\npub const BUFFERS: usize = {buffers};\n"

@@ -13,7 +13,8 @@
 //!
 //! [`Mechanism::from_bytes`] checks the magic and the version before anything else, then the
 //! length, the checksum, the payload structure (with minimal varints only: [`canonical`]) and
-//! every field ([`Mechanism::validate`]); tables are not copied. `SPEC.md` in this crate
+//! every field ([`Mechanism::validate`]), and returns a [`Validated`] mechanism, the only kind the
+//! runtime replays; tables are not copied. `SPEC.md` in this crate
 //! describes every byte and the compatibility policy; `tests/golden.rs` pins them.
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -31,7 +32,8 @@ use mechanism::Extension;
 pub use mechanism::MAX_BLT_BUFFERS;
 pub use mechanism::{
     BandedLowRank, Blt, Calibration, Decoder, ErrorSummary, Fft, FftKind, Header, Mechanism,
-    Neighbouring, Participation, PrivacyTarget, Sensitivity, SensitivityMethod, Workload,
+    Neighbouring, Participation, PrivacyTarget, Sensitivity, SensitivityMethod, Validated,
+    Workload,
 };
 pub use table::F32Table;
 #[cfg(feature = "alloc")]
@@ -103,9 +105,9 @@ pub fn payload(bytes: &[u8]) -> Result<&[u8], Error> {
 impl<'a> Mechanism<'a> {
     /// Parses and validates a blob without copying its tables.
     ///
-    /// Never panics: any byte string yields either a mechanism whose every field is in range or
-    /// an [`Error`].
-    pub fn from_bytes(bytes: &'a [u8]) -> Result<Self, Error> {
+    /// Never panics: any byte string yields either a [`Validated`] mechanism, whose every field is
+    /// in range, or an [`Error`].
+    pub fn from_bytes(bytes: &'a [u8]) -> Result<Validated<'a>, Error> {
         let payload = payload(bytes)?;
         let (mut mechanism, mut rest): (Mechanism<'a>, _) =
             canonical::take_from_bytes(payload).map_err(|_| Error::MalformedPayload)?;
@@ -117,13 +119,12 @@ impl<'a> Mechanism<'a> {
                 canonical::take_from_bytes(rest).map_err(|_| Error::MalformedPayload)?;
             extension.apply(&mut mechanism.header)?;
         }
-        mechanism.validate()?;
-        Ok(mechanism)
+        mechanism.validate()
     }
 
     /// Writes the blob into `buf` and returns the written prefix of it.
     pub fn write_to<'b>(&self, buf: &'b mut [u8]) -> Result<&'b mut [u8], Error> {
-        self.validate()?;
+        self.check()?;
         let body = buf.get_mut(PREFIX_LEN..).ok_or(Error::BufferTooSmall)?;
         let mut written = postcard::to_slice(self, body)
             .map_err(|_| Error::BufferTooSmall)?
@@ -151,7 +152,7 @@ impl<'a> Mechanism<'a> {
     /// Encodes the blob into a new vector.
     #[cfg(feature = "alloc")]
     pub fn to_vec(&self) -> Result<alloc::vec::Vec<u8>, Error> {
-        self.validate()?;
+        self.check()?;
         let mut payload = postcard::to_allocvec(self).map_err(|_| Error::BufferTooSmall)?;
         if let Some(extension) = Extension::of(&self.header) {
             payload =

@@ -478,7 +478,7 @@ fn positive_finite(field: &'static str, x: f64) -> Result<(), Error> {
     }
 }
 
-impl Mechanism<'_> {
+impl<'a> Mechanism<'a> {
     /// The horizon `n`.
     pub fn steps(&self) -> u32 {
         self.header.steps
@@ -493,10 +493,17 @@ impl Mechanism<'_> {
     }
 
     /// Checks every field against the ranges in `SPEC.md` (done by [`Mechanism::from_bytes`] and
-    /// before writing).
+    /// before writing) and returns the mechanism as a [`Validated`] one, the only kind the
+    /// runtime's streams accept.
     ///
     /// [`Mechanism::from_bytes`]: crate::Mechanism::from_bytes
-    pub fn validate(&self) -> Result<(), Error> {
+    pub fn validate(self) -> Result<Validated<'a>, Error> {
+        self.check()?;
+        Ok(Validated(self))
+    }
+
+    /// The checks of [`validate`](Self::validate), in the order `SPEC.md` lists the fields.
+    pub(crate) fn check(&self) -> Result<(), Error> {
         let h = &self.header;
         if h.steps == 0 {
             return Err(Error::InvalidField { field: "steps" });
@@ -541,5 +548,34 @@ impl Mechanism<'_> {
             Decoder::Fft(d) => d.validate(h.steps),
             Decoder::Blt(d) => d.validate(),
         }
+    }
+}
+
+/// A [`Mechanism`] whose every field has been checked against `SPEC.md`: only
+/// [`Mechanism::from_bytes`](crate::Mechanism::from_bytes) and [`Mechanism::validate`] make one
+/// (its field is private), so code that takes a `Validated` — every stream constructor of the
+/// runtime — never sees an unchecked mechanism, such as one with `band: 0` built in code. It
+/// dereferences to the mechanism for reading.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Validated<'a>(Mechanism<'a>);
+
+impl<'a> Validated<'a> {
+    /// The mechanism, e.g. to change a field and validate it again.
+    pub fn into_inner(self) -> Mechanism<'a> {
+        self.0
+    }
+}
+
+impl<'a> core::ops::Deref for Validated<'a> {
+    type Target = Mechanism<'a>;
+    fn deref(&self) -> &Mechanism<'a> {
+        &self.0
+    }
+}
+
+impl<'a> PartialEq<Mechanism<'a>> for Validated<'a> {
+    fn eq(&self, other: &Mechanism<'a>) -> bool {
+        self.0 == *other
     }
 }

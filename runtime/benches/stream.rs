@@ -11,7 +11,7 @@
 //! - **dense n = 64**: the O(n·d) replay a user would write without the factorization — draw
 //!   `z_i`, then `(B z)_i = Σ_{j ≤ i} B[i,j] z_j` from all stored rows — at its last step;
 //! - **state pass (6,6)**: the (6,6) step with a "generator" that writes a constant: the stream's
-//!   own work — its passes over `(h + r + 1)·d` floats of state, input, sum and release — without
+//!   own work — its passes over `(h + r + 2)·d` floats of state, input, sum and release — without
 //!   drawing; at d = 10⁶ it is bound by memory bandwidth, and a step costs about floor + this;
 //! - **parallel**: `ParallelStream` with 2 shards on rayon's pool (the machine's cores);
 //! - **clip**: `clip_factor` of one d = 10⁶ row alone;
@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 mod common;
 
 use common::{Gen, Tables};
-use mfc_formats::{F32Table, Mechanism, Workload, encode_f32s};
+use mfc_formats::{F32Table, Validated, Workload, encode_f32s};
 use mfc_runtime::parallel::ParallelStream;
 use mfc_runtime::prefetch::PrefetchedNoise;
 use mfc_runtime::{ChaChaNoise, InsecureSimulationNoise, NoiseSource, Stream};
@@ -110,7 +110,7 @@ fn prefix_sum_tables(h: usize, r: usize) -> Tables {
 }
 
 /// The prefix-sum mechanism over `t` (clip norm 1).
-fn prefix_sums(t: &Tables) -> Mechanism<'_> {
+fn prefix_sums(t: &Tables) -> Validated<'_> {
     common::mechanism(t, Workload::PrefixSum, 1.0)
 }
 

@@ -8,20 +8,24 @@
 //! ```text
 //! w    = z_t + Σ_j ω_j s_j
 //! s_j ← θ_j s_j + z_t                (so s_j = Σ_{k ≥ 1} θ_j^{k−1} z_{t−k} at the next step)
-//! acc += clip(x_t, ζ) + σζ·sens·w
+//! acc += clip(x_t, ζ) + σζ·sens·w     (compensated: crate::sum)
 //! out  = acc
 //! ```
 //!
-//! The workspace is `(m + 1)·d` floats: the buffers and the accumulator of inputs and noise,
-//! for any number of steps. The stream stops at the blob's `steps`, the horizon its sensitivity
-//! was computed for.
+//! The workspace is `(m + 2)·d` floats: the buffers and the accumulator of inputs and noise with
+//! its compensation, for any number of steps; the accumulator stays exact to a couple of ulps
+//! however long the stream runs. The stream stops at the blob's `steps`, the horizon its
+//! sensitivity was computed for. [`BltStream::step_examples`] clips a step's examples one by
+//! one, as [`Stream::step_examples`](crate::Stream::step_examples) does.
 
-use mfc_formats::{Blt, Decoder, Mechanism, Workload};
+use mfc_formats::{Blt, Decoder, Mechanism, Validated, Workload};
 
-use crate::Error;
 use crate::clip::clip_factor_with_largest;
 use crate::noise::{MAX_COORDINATES, NoiseSource};
-use crate::stream::{check_input, check_step, prepare, recorded_noise_multiplier};
+use crate::stream::{
+    add_examples, check_examples, check_input, check_step, prepare, recorded_noise_multiplier,
+};
+use crate::{Error, sum};
 
 /// A stream releasing one private prefix sum per step from a BLT blob.
 pub struct BltStream<'m, 'w, N: NoiseSource> {
@@ -34,6 +38,8 @@ pub struct BltStream<'m, 'w, N: NoiseSource> {
     buffers: &'w mut [f32],
     /// The running sum of clipped inputs and noise.
     sum: &'w mut [f32],
+    /// What rounding took from `sum` ([`crate::sum`]).
+    compensation: &'w mut [f32],
     step: u32,
     noise: N,
 }
@@ -46,21 +52,21 @@ fn blt<'m>(mechanism: &Mechanism<'m>) -> Result<Blt<'m>, Error> {
 }
 
 impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
-    /// Floats of workspace for dimension `dim`: `(m + 1)·d`.
-    pub fn workspace_len(mechanism: &Mechanism<'_>, dim: usize) -> Result<usize, Error> {
+    /// Floats of workspace for dimension `dim`: `(m + 2)·d`.
+    pub fn workspace_len(mechanism: &Validated<'_>, dim: usize) -> Result<usize, Error> {
         let d = blt(mechanism)?;
         if dim == 0 || dim as u64 > MAX_COORDINATES {
             return Err(Error::InvalidDimension);
         }
         d.buffers()
-            .checked_add(1)
+            .checked_add(2)
             .and_then(|w| w.checked_mul(dim))
             .ok_or(Error::InvalidDimension)
     }
 
     /// A stream using the noise multiplier recorded in the blob.
     pub fn new(
-        mechanism: Mechanism<'m>,
+        mechanism: Validated<'m>,
         dim: usize,
         workspace: &'w mut [f32],
         noise: N,
@@ -71,7 +77,7 @@ impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
 
     /// A stream with an explicit noise multiplier `σ`.
     pub fn with_noise_multiplier(
-        mechanism: Mechanism<'m>,
+        mechanism: Validated<'m>,
         dim: usize,
         workspace: &'w mut [f32],
         noise: N,
@@ -84,7 +90,8 @@ impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
         }
         let needed = Self::workspace_len(&mechanism, dim)?;
         let (scales, workspace) = prepare(&mechanism, noise_multiplier, workspace, needed)?;
-        let (buffers, sum) = workspace.split_at_mut(decoder.buffers() * dim);
+        let (buffers, rest) = workspace.split_at_mut(decoder.buffers() * dim);
+        let (sum, compensation) = rest.split_at_mut(dim);
         Ok(Self {
             decoder,
             horizon: h.steps,
@@ -93,6 +100,7 @@ impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
             noise_scale: scales.noise,
             buffers,
             sum,
+            compensation,
             step: 0,
             noise,
         })
@@ -104,11 +112,30 @@ impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
         check_step(self.step, self.horizon, self.dim, release)?;
         let largest = check_input(self.dim, input)?;
         let clip = clip_factor_with_largest(input, self.clip_norm, largest);
+        self.advance(release, Some((input, clip)));
+        Ok(())
+    }
+
+    /// A training step: the step's examples (rows of `d`, one after the other), each clipped to
+    /// `ζ` by itself, are added to the running sum, and the private prefix sum is written into
+    /// `release`; as [`Stream::step_examples`](crate::Stream::step_examples), whose guarantee
+    /// (one example moves the releases by at most `ζ`) and errors it shares.
+    pub fn step_examples(&mut self, examples: &[f32], release: &mut [f32]) -> Result<(), Error> {
+        check_step(self.step, self.horizon, self.dim, release)?;
+        check_examples(self.dim, examples)?;
+        add_examples(examples, self.clip_norm, self.sum, self.compensation);
+        self.advance(release, None);
+        Ok(())
+    }
+
+    /// The step after every check: adds `clip·x` (if given) and the noise to the accumulator and
+    /// writes it into `release`.
+    fn advance(&mut self, release: &mut [f32], input: Option<(&[f32], f32)>) {
         // z_t into `release`, then everything per coordinate.
         self.noise
             .fill_standard_normal(u64::from(self.step), 0, release);
         let d = self.dim;
-        for (c, (out, &x)) in release.iter_mut().zip(input).enumerate() {
+        for (c, out) in release.iter_mut().enumerate() {
             let z = *out;
             let mut w = z;
             for (j, (theta, omega)) in self
@@ -123,13 +150,18 @@ impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
                     *s = theta * *s + z;
                 }
             }
-            if let Some(acc) = self.sum.get_mut(c) {
-                *acc += clip * x + self.noise_scale * w;
-                *out = *acc;
+            let term = match input {
+                Some((x, clip)) => clip * x.get(c).copied().unwrap_or(0.0) + self.noise_scale * w,
+                None => self.noise_scale * w,
+            };
+            if let (Some(acc), Some(compensation)) =
+                (self.sum.get_mut(c), self.compensation.get_mut(c))
+            {
+                sum::add(acc, compensation, term);
+                *out = sum::value(*acc, *compensation);
             }
         }
         self.step += 1;
-        Ok(())
     }
 
     /// Steps released so far.

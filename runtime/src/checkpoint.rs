@@ -4,7 +4,7 @@
 //! A device that reboots mid-stream must continue the *same* stream: a fresh stream would restart
 //! the running sums, and a fresh stream under the *old* key would replay noise rows that have
 //! already been released. [`Stream::checkpoint`] writes the whole state — step, the ring of the
-//! last `h` noise rows, `β`, the running sum — into a caller buffer (to be written to flash), bound
+//! last `h` noise rows, `β`, the running sum and its compensation — into a caller buffer (to be written to flash), bound
 //! to the blob, the noise scale, the dimension and shard, and the key's epoch;
 //! [`Stream::restore`] loads it into a freshly built stream, whose releases from then on are
 //! bit-for-bit those of the uninterrupted stream.
@@ -60,41 +60,43 @@
 //! let (mechanism, blob) = BlobFingerprint::load(&blob_bytes)?; // on a device: include_bytes!
 //! // Cold start: a new epoch, persisted before the key exists.
 //! let mut counter = ReleaseCounter::FACTORY.cold_start()?; // persist(counter)
-//! let mut workspace = [0.0f32; 16];
+//! let mut workspace = [0.0f32; 20]; // (h + r + 2)·d
 //! let mut stream = Stream::new(mechanism, 4, &mut workspace, epoch_noise(&root, &counter)?)?;
-//! let mut slot = [0u8; 128]; // a flash slot of at least `stream.checkpoint_capacity()` bytes
+//! let mut slot = [0u8; 160]; // a flash slot of at least `stream.checkpoint_capacity()` bytes
 //! let mut release = [0.0f32; 4];
 //! stream.step(&[1.0, 0.0, 0.0, 0.0], &mut release)?; // nothing leaves the device yet
 //! stream.checkpoint(&blob, &counter, &mut slot)?; // persist(slot)
 //! counter.record(&stream)?; // persist(counter), then emit `release`
 //!
 //! // After a reboot: the same blob, the persisted counter and slot.
-//! let mut workspace = [0.0f32; 16];
+//! let mut workspace = [0.0f32; 20]; // (h + r + 2)·d
 //! let mut resumed = Stream::new(mechanism, 4, &mut workspace, epoch_noise(&root, &counter)?)?;
 //! resumed.restore(&blob, &slot, &counter)?;
 //! assert_eq!(resumed.steps_released(), 1);
 //! # Ok::<(), Error>(())
 //! ```
 //!
-//! # Wire format, version 1
+//! # Wire format, version 2
 //!
 //! All integers of the frame are little-endian; the payload is [postcard].
 //!
 //! ```text
 //! offset  size  field
 //! 0       8     magic b"MFCCKPT\0"
-//! 8       2     checkpoint format version, u16 (1)
+//! 8       2     checkpoint format version, u16 (2)
 //! 10      4     payload length P, u32
-//! 14      P     payload: postcard of the head (below), then (h + r + 1)·d f32 (postcard's f32:
+//! 14      P     payload: postcard of the head (below), then (h + r + 2)·d f32 (postcard's f32:
 //!               4 bytes little-endian): ring slots 0..h (slot t mod h holds z_t), β rows 0..r,
-//!               the running sum
+//!               the running sum, its compensation (crate::sum)
 //! 14+P    4     CRC-32 (ISO-HDLC, as the blob) of bytes 0..14+P
 //! head: blob CRC-32 (varint u32), noise scale (f32), d (varint u32), shard offset (varint u64),
 //!       whole row (bool), h, r (varint u32), epoch (varint u64), step (varint u32)
 //! ```
 //!
 //! The frame is checked (magic, version, length, checksum) before the payload is parsed; bytes
-//! after the checksum are ignored, so a whole flash slot may be passed. A checkpoint holds the raw
+//! after the checksum are ignored, so a whole flash slot may be passed. Version 1 (before the
+//! compensation) is refused with [`Error::UnsupportedCheckpointVersion`]: its sum alone would
+//! resume a stream whose releases differ from the uninterrupted one's. A checkpoint holds the raw
 //! running sum and the recent noise: it is as sensitive as the data, and the CRC detects
 //! corruption, not forgery (see `SECURITY.md`).
 
@@ -102,15 +104,16 @@ use chacha20::ChaCha20Rng;
 use rand_core::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use mfc_formats::{BandedLowRank, Decoder, Mechanism};
+use mfc_formats::{BandedLowRank, Decoder, Mechanism, Validated};
 
-use crate::noise::{ChaChaNoise, NoiseSource};
+use crate::noise::{ChaChaNoise, KEY_WORD, NoiseSource};
 use crate::{Error, Stream};
 
 /// The first eight bytes of every checkpoint.
 pub const MAGIC: [u8; 8] = *b"MFCCKPT\0";
-/// The checkpoint format version this runtime reads and writes.
-pub const VERSION: u16 = 1;
+/// The checkpoint format version this runtime reads and writes (2: the running sum's
+/// compensation follows the sum).
+pub const VERSION: u16 = 2;
 /// Bytes before the payload: magic, version, payload length.
 const PREFIX_LEN: usize = 14;
 /// The largest postcard encoding of [`Head`]: 5 + 4 + 5 + 10 + 1 + 5 + 5 + 10 + 5.
@@ -206,12 +209,15 @@ impl ReleaseCounter {
     }
 }
 
-/// The noise key of epoch `epoch`: the first 32 bytes of ChaCha20 keyed by `root` with nonce
-/// `epoch` (ChaCha20 as a PRF of the epoch). `root` is a device secret used only for this
-/// derivation — never directly as a noise seed.
+/// The noise key of epoch `epoch`: 32 bytes of ChaCha20 keyed by `root` with nonce `epoch`
+/// (ChaCha20 as a PRF of the epoch), from word `2⁶⁷` of that stream on — the half of every
+/// ChaCha stream that noise never reads ([`noise`](crate::noise), "Limits"). The key domain is
+/// thus apart from the noise domain: a [`ChaChaNoise`] seeded with `root` itself never draws
+/// these bytes for any row. `root` is a device secret used only for this derivation.
 pub fn stream_key(root: &[u8; 32], epoch: u64) -> [u8; 32] {
     let mut prf = ChaCha20Rng::from_seed(*root);
     prf.set_stream(epoch);
+    prf.set_word_pos(KEY_WORD);
     let mut key = [0u8; 32];
     prf.fill_bytes(&mut key);
     key
@@ -245,7 +251,7 @@ pub struct BlobFingerprint<'m> {
 impl<'m> BlobFingerprint<'m> {
     /// Parses and validates a blob ([`Mechanism::from_bytes`]) and fingerprints it with the
     /// CRC-32 stored in it — which the parse has just verified, so this costs nothing more.
-    pub fn load(blob: &'m [u8]) -> Result<(Mechanism<'m>, Self), Error> {
+    pub fn load(blob: &'m [u8]) -> Result<(Validated<'m>, Self), Error> {
         let mechanism = Mechanism::from_bytes(blob)?;
         let Decoder::BandedLowRank(decoder) = mechanism.decoder else {
             return Err(Error::UnsupportedDecoder);
@@ -334,10 +340,14 @@ fn payload(bytes: &[u8]) -> Result<&[u8], Error> {
 
 impl<N: NoiseSource> Stream<'_, '_, N> {
     /// Bytes [`checkpoint`](Self::checkpoint) may need: at most
-    /// `14 + 50 + 4·(h + r + 1)·d + 4`.
+    /// `14 + 50 + 4·(h + r + 2)·d + 4`.
     pub fn checkpoint_capacity(&self) -> usize {
-        let (ring, beta, sum) = self.state();
-        PREFIX_LEN + MAX_HEAD_LEN + 4 * (ring.len() + beta.len() + sum.len()) + 4
+        PREFIX_LEN + MAX_HEAD_LEN + 4 * self.state_floats() + 4
+    }
+
+    /// Floats of the state a checkpoint holds: `(h + r + 2)·d`.
+    fn state_floats(&self) -> usize {
+        self.state().iter().map(|part| part.len()).sum()
     }
 
     /// Writes the stream's state into `out` and returns the number of bytes written (a prefix of
@@ -364,7 +374,7 @@ impl<N: NoiseSource> Stream<'_, '_, N> {
                 released: counter.released,
             });
         }
-        let (ring, beta, sum) = self.state();
+        let state = self.state();
         let decoder = self.decoder();
         let head = Head {
             blob_crc32: blob.crc32,
@@ -385,8 +395,8 @@ impl<N: NoiseSource> Stream<'_, '_, N> {
         let head_len = postcard::to_slice(&head, body)
             .map_err(|_| too_small)?
             .len();
-        let floats = ring.iter().chain(beta.iter()).chain(sum.iter());
-        let length = head_len + 4 * (ring.len() + beta.len() + sum.len());
+        let floats = state.iter().flat_map(|part| part.iter());
+        let length = head_len + 4 * self.state_floats();
         let end = PREFIX_LEN + length;
         if out.len() < end + 4 {
             return Err(too_small);
@@ -430,10 +440,7 @@ impl<N: NoiseSource> Stream<'_, '_, N> {
         let payload = payload(checkpoint)?;
         let (head, floats): (Head, _) = mfc_formats::canonical::take_from_bytes(payload)
             .map_err(|_| Error::MalformedCheckpoint)?;
-        let (ring_len, beta_len, sum_len) = {
-            let (ring, beta, sum) = self.state();
-            (ring.len(), beta.len(), sum.len())
-        };
+        let floats_len = self.state_floats();
         let decoder = self.decoder();
         let mismatch = |field| Err(Error::CheckpointMismatch { field });
         if head.band != decoder.band || head.rank != decoder.rank {
@@ -445,7 +452,7 @@ impl<N: NoiseSource> Stream<'_, '_, N> {
         {
             return mismatch("dimension or shard");
         }
-        if floats.len() != 4 * (ring_len + beta_len + sum_len) {
+        if floats.len() != 4 * floats_len {
             return Err(Error::MalformedCheckpoint);
         }
         if head.step > self.horizon() {
@@ -476,7 +483,7 @@ impl<N: NoiseSource> Stream<'_, '_, N> {
         // A stream's state is finite (noise below 10.09σ, sums of clipped inputs); a NaN or an
         // infinity would poison every later release, and with the CRC only a forged checkpoint
         // carries one.
-        if (0..ring_len + beta_len + sum_len).any(|k| !word(k).is_finite()) {
+        if (0..floats_len).any(|k| !word(k).is_finite()) {
             return Err(Error::MalformedCheckpoint);
         }
         if head.step > 0 {
@@ -497,11 +504,10 @@ impl<N: NoiseSource> Stream<'_, '_, N> {
                 return Err(Error::CheckpointKeyMismatch);
             }
         }
-        let (step, ring, beta, sum) = self.state_mut();
-        for (k, x) in ring
-            .iter_mut()
-            .chain(beta.iter_mut())
-            .chain(sum.iter_mut())
+        let (step, state) = self.state_mut();
+        for (k, x) in state
+            .into_iter()
+            .flat_map(|part| part.iter_mut())
             .enumerate()
         {
             *x = word(k);
@@ -589,7 +595,7 @@ mod tests {
         core::array::from_fn(|k| ((step * 7 + k * 3) % 5) as f32 - 1.5)
     }
 
-    const WS: usize = (H + R + 1) * D;
+    const WS: usize = (H + R + 2) * D;
 
     /// Releases of the whole uninterrupted stream of epoch 1.
     fn uninterrupted(bytes: &[u8]) -> Vec<[f32; D]> {
@@ -878,6 +884,42 @@ mod tests {
         assert_eq!(stream.steps_released(), 0);
     }
 
+    /// The key of epoch `t` is not what a noise source seeded with the root draws for row `t`
+    /// (the bytes `stream_key` once returned: stream `t` from word 0), nor any 32 bytes of the
+    /// words block 0 of that row reads; it is the keys' own half of the stream, which no noise
+    /// block of an addressable coordinate reaches.
+    #[test]
+    fn keys_and_noise_have_separate_domains() {
+        for epoch in [1u64, 2, 7, 1 << 40] {
+            let key = stream_key(&ROOT, epoch);
+            let mut rng = ChaCha20Rng::from_seed(ROOT);
+            rng.set_stream(epoch);
+            let mut noise_words = [0u8; 4 * 2048];
+            rand_core::Rng::fill_bytes(&mut rng, &mut noise_words);
+            assert!(
+                noise_words.windows(32).all(|w| w != key),
+                "epoch {epoch}: the key is in the noise of row {epoch}"
+            );
+            let mut keys = ChaCha20Rng::from_seed(ROOT);
+            keys.set_stream(epoch);
+            keys.set_word_pos(1 << 67);
+            let mut expected = [0u8; 32];
+            rand_core::Rng::fill_bytes(&mut keys, &mut expected);
+            assert_eq!(key, expected);
+        }
+        // The last noise block of the last addressable coordinate starts below the keys' words.
+        let last_block = (crate::noise::MAX_COORDINATES - 1) / crate::noise::BLOCK;
+        assert!(u128::from(last_block) << 26 < KEY_WORD);
+        assert_eq!((u128::from(last_block) + 1) << 26, KEY_WORD);
+        // The noise of row `epoch` seeded with the root is not keyed by the epoch's key.
+        let mut from_root = ChaChaNoise::from_seed(ROOT).unwrap();
+        let mut from_key = ChaChaNoise::from_seed(stream_key(&ROOT, 3)).unwrap();
+        let (mut a, mut b) = ([0.0f32; 8], [0.0f32; 8]);
+        from_root.fill_standard_normal(3, 0, &mut a);
+        from_key.fill_standard_normal(0, 0, &mut b);
+        assert_ne!(a, b);
+    }
+
     #[test]
     fn a_shard_resumes_as_the_same_shard_only() {
         let bytes = blob(0.0);
@@ -1000,6 +1042,43 @@ mod tests {
             );
             assert_fresh(&mut stream, &reference);
         }
+    }
+
+    /// A checkpoint of format version 1 (no compensation after the running sum) is refused
+    /// even when its frame is intact: resuming from the sum alone would not continue the
+    /// uninterrupted stream bit for bit.
+    #[test]
+    fn a_version_1_checkpoint_is_refused() {
+        let bytes = blob(0.0);
+        let (slot, _, _) = run_until(&bytes, 6, 0);
+        let end = PREFIX_LEN + u32::from_le_bytes(slot[10..14].try_into().unwrap()) as usize;
+        let mut old = slot[..end].to_vec();
+        old[8..10].copy_from_slice(&1u16.to_le_bytes());
+        // Drop the compensation (the last d floats), as version 1 had none.
+        old.truncate(end - 4 * D);
+        let length = (old.len() - PREFIX_LEN) as u32;
+        old[10..14].copy_from_slice(&length.to_le_bytes());
+        let crc = checksum(&old);
+        old.extend_from_slice(&crc.to_le_bytes());
+        assert_eq!(
+            restore_result(&bytes, &old),
+            Err(Error::UnsupportedCheckpointVersion { found: 1 })
+        );
+        assert_eq!(VERSION, 2);
+    }
+
+    /// The compensation is part of the state: after steps whose sums rounded, it is not zero, and
+    /// a checkpoint carries it (the restore test above would fail without it).
+    #[test]
+    fn checkpoints_carry_the_compensation() {
+        let bytes = blob(0.0);
+        let (slot, _, _) = run_until(&bytes, 7, 0);
+        let end = PREFIX_LEN + u32::from_le_bytes(slot[10..14].try_into().unwrap()) as usize;
+        let compensation: Vec<f32> = slot[end - 4 * D..end]
+            .chunks_exact(4)
+            .map(|w| f32::from_le_bytes(w.try_into().unwrap()))
+            .collect();
+        assert!(compensation.iter().any(|&c| c != 0.0), "{compensation:?}");
     }
 
     proptest! {

@@ -23,6 +23,13 @@ pub enum Error {
         /// The first offending coordinate.
         index: usize,
     },
+    /// A step's examples are not whole rows of the stream's dimension (`Stream::step_examples`).
+    ExamplesShape {
+        /// The stream's dimension `d`.
+        dim: usize,
+        /// The length of the examples given, not a multiple of `d`.
+        len: usize,
+    },
     /// All `n` steps of the stream have been released.
     StreamFinished {
         /// The horizon `n`.
@@ -135,6 +142,10 @@ impl fmt::Display for Error {
                 write!(f, "row has {found} coordinates, the stream has {expected}")
             }
             Error::NonFiniteInput { index } => write!(f, "input coordinate {index} is not finite"),
+            Error::ExamplesShape { dim, len } => write!(
+                f,
+                "{len} floats of examples are not whole rows of the stream's {dim} coordinates"
+            ),
             Error::StreamFinished { steps } => write!(f, "all {steps} steps have been released"),
             Error::WorkspaceTooSmall { needed, found } => {
                 write!(f, "workspace has {found} floats, the stream needs {needed}")

@@ -19,25 +19,31 @@
 //!   the compiler has already solved the Toeplitz system (Levinson–Durbin) and stored `x̂`.
 //!
 //! Step `r` of block `i` releases `s + σζ·sens·(carry + w_r)` with `s` the running sum of clipped
-//! inputs and `carry = Σ_{i'<i} w_{i',m−1}`: stamping (001 App. D.4). The FFTs are microfft's
+//! inputs (compensated, [`crate::sum`]) and `carry = Σ_{i'<i} w_{i',m−1}`: stamping (001 App.
+//! D.4). The carry, a sum of at most `s` noise values, is a plain `f32` sum: its rounding is
+//! relative to the noise, not to the inputs. The FFTs are microfft's
 //! (`no_std`, power-of-two sizes up to 8192 by default, 32768 with the `fft-32768` feature).
 //!
 //! # Memory
 //!
-//! [`FftStream::workspace_len`] floats: `(m + 2)·d` (block noise, carry, running sum) `+ 2m`
+//! [`FftStream::workspace_len`] floats: `(m + 3)·d` (block noise, carry, running sum and its
+//! compensation) `+ 2m`
 //! (draws) `+ 2N·k` with `k = 2` complex buffers of `N` for Mechanism 1 and `k = 5` for
-//! Mechanism 2 (spectra computed once, and scratch). The banded form needs `(h + r + 1)·d` and
+//! Mechanism 2 (spectra computed once, and scratch). The banded form needs `(h + r + 2)·d` and
 //! `O(h + r)` work per step and coordinate; this one `O(m·d)` memory and `O(log m)` amortized work
 //! per step and coordinate, concentrated in the first step of each block.
 
 use bytemuck::try_cast_slice_mut;
-use mfc_formats::{Decoder, F32Table, Fft, FftKind, Mechanism, Workload};
+use mfc_formats::{Decoder, F32Table, Fft, FftKind, Mechanism, Validated, Workload};
 use num_complex::Complex32;
 
-use crate::Error;
 use crate::clip::clip_factor_with_largest;
 use crate::noise::{MAX_COORDINATES, NoiseSource};
-use crate::stream::{check_input, check_step, prepare, recorded_noise_multiplier};
+use crate::stream::{
+    Input, add_examples, check_examples, check_input, check_step, prepare,
+    recorded_noise_multiplier,
+};
+use crate::{Error, sum};
 
 /// The largest FFT size this build supports.
 pub const MAX_FFT_SIZE: usize = if cfg!(feature = "fft-32768") {
@@ -62,6 +68,8 @@ pub struct FftStream<'m, 'w, N: NoiseSource> {
     block_noise: &'w mut [f32],
     carry: &'w mut [f32],
     sum: &'w mut [f32],
+    /// What rounding took from `sum` ([`crate::sum`]).
+    compensation: &'w mut [f32],
     draws: &'w mut [f32],
     /// The kernel spectrum `K`, then (Mechanism 2) `X`, `X̃`, and scratch.
     spectra: &'w mut [Complex32],
@@ -92,15 +100,15 @@ fn layout<'m>(mechanism: &Mechanism<'m>) -> Result<(Fft<'m>, usize, usize, usize
 }
 
 impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
-    /// Floats of workspace a stream of dimension `dim` needs: `(m + 2)·d + 2m + 2N·k` (module
+    /// Floats of workspace a stream of dimension `dim` needs: `(m + 3)·d + 2m + 2N·k` (module
     /// docs).
-    pub fn workspace_len(mechanism: &Mechanism<'_>, dim: usize) -> Result<usize, Error> {
+    pub fn workspace_len(mechanism: &Validated<'_>, dim: usize) -> Result<usize, Error> {
         let (_, m, size, buffers) = layout(mechanism)?;
         let coordinates = (2 * m as u64).checked_mul(dim as u64);
         if dim == 0 || coordinates.is_none_or(|c| c > MAX_COORDINATES) {
             return Err(Error::InvalidDimension);
         }
-        (m + 2)
+        (m + 3)
             .checked_mul(dim)
             .and_then(|w| w.checked_add(2 * m))
             .and_then(|w| w.checked_add(2 * size * buffers))
@@ -109,7 +117,7 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
 
     /// A stream using the noise multiplier recorded in the blob.
     pub fn new(
-        mechanism: Mechanism<'m>,
+        mechanism: Validated<'m>,
         dim: usize,
         workspace: &'w mut [f32],
         noise: N,
@@ -120,7 +128,7 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
 
     /// A stream with an explicit noise multiplier `σ`.
     pub fn with_noise_multiplier(
-        mechanism: Mechanism<'m>,
+        mechanism: Validated<'m>,
         dim: usize,
         workspace: &'w mut [f32],
         noise: N,
@@ -133,6 +141,7 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
         let (block_noise, rest) = workspace.split_at_mut(m * dim);
         let (carry, rest) = rest.split_at_mut(dim);
         let (sum, rest) = rest.split_at_mut(dim);
+        let (compensation, rest) = rest.split_at_mut(dim);
         let (draws, rest) = rest.split_at_mut(2 * m);
         let spectra: &mut [Complex32] =
             try_cast_slice_mut(rest).map_err(|_| Error::InvalidDimension)?;
@@ -148,6 +157,7 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
             block_noise,
             carry,
             sum,
+            compensation,
             draws,
             spectra,
             step: 0,
@@ -164,13 +174,28 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
         self.check_step(release)?;
         let largest = check_input(self.dim, input)?;
         let clip = clip_factor_with_largest(input, self.clip_norm, largest);
-        self.advance(release, Some((input, clip)))
+        self.advance(release, Input::Row(input, clip))
+    }
+
+    /// A training step: the step's examples (rows of `d`, one after the other), each clipped to
+    /// `ζ` by itself, are added to the running sum, and the private prefix sum is written into
+    /// `release`; as [`Stream::step_examples`](crate::Stream::step_examples), whose guarantee
+    /// (one example moves the releases by at most `ζ`) and errors it shares.
+    pub fn step_examples(&mut self, examples: &[f32], release: &mut [f32]) -> Result<(), Error> {
+        if !self.prefix_sum {
+            return Err(Error::WorkloadNotStreamable);
+        }
+        self.check_step(release)?;
+        check_examples(self.dim, examples)?;
+        // Nothing fails after the checks: the block's FFTs only fail for a size `layout` refused.
+        add_examples(examples, self.clip_norm, self.sum, self.compensation);
+        self.advance(release, Input::Added)
     }
 
     /// Writes only the noise `σζ·sens·(B̂ z)_i` of the current step into `out`.
     pub fn step_noise(&mut self, out: &mut [f32]) -> Result<(), Error> {
         self.check_step(out)?;
-        self.advance(out, None)
+        self.advance(out, Input::NoiseOnly)
     }
 
     /// Steps released so far.
@@ -193,7 +218,7 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
     }
 
     /// Only called after every check has passed.
-    fn advance(&mut self, out: &mut [f32], input: Option<(&[f32], f32)>) -> Result<(), Error> {
+    fn advance(&mut self, out: &mut [f32], input: Input<'_>) -> Result<(), Error> {
         let m = self.block;
         let r = self.step as usize % m;
         if r == 0 {
@@ -203,21 +228,22 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
         let d = self.dim;
         let row = self.block_noise.get(r * d..(r + 1) * d).unwrap_or(&[]);
         let scale = self.noise_scale;
+        let sums = self.sum.iter_mut().zip(self.compensation.iter_mut());
+        let noise = self.carry.iter().zip(row);
         match input {
-            Some((x, clip)) => {
-                for ((((o, s), &x), &c), &w) in out
-                    .iter_mut()
-                    .zip(self.sum.iter_mut())
-                    .zip(x)
-                    .zip(self.carry.iter())
-                    .zip(row)
-                {
-                    *s += clip * x;
-                    *o = *s + scale * (c + w);
+            Input::Row(x, clip) => {
+                for (((o, (s, k)), &x), (&c, &w)) in out.iter_mut().zip(sums).zip(x).zip(noise) {
+                    sum::add(s, k, clip * x);
+                    *o = sum::value(*s, *k) + scale * (c + w);
                 }
             }
-            None => {
-                for ((o, &c), &w) in out.iter_mut().zip(self.carry.iter()).zip(row) {
+            Input::Added => {
+                for ((o, (s, k)), (&c, &w)) in out.iter_mut().zip(sums).zip(noise) {
+                    *o = sum::value(*s, *k) + scale * (c + w);
+                }
+            }
+            Input::NoiseOnly => {
+                for (o, (&c, &w)) in out.iter_mut().zip(noise) {
                     *o = scale * (c + w);
                 }
             }

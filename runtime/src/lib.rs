@@ -17,7 +17,7 @@
 //! #   left: t(&l), right: t(&r) }) };
 //! let bytes: Vec<u8> = example.to_vec()?; // on a device: include_bytes!("mech.mfc")
 //! let mechanism = Mechanism::from_bytes(&bytes)?; // validates everything once
-//! let mut workspace = [0.0f32; 16]; // (h + r + 1)·d floats
+//! let mut workspace = [0.0f32; 20]; // (h + r + 2)·d floats
 //! let noise = ChaChaNoise::from_seed([0x5a; 32])?; // a secret seed from a hardware RNG
 //! let mut stream = Stream::new(mechanism, 4, &mut workspace, noise)?;
 //! let mut release = [0.0f32; 4];
@@ -27,6 +27,30 @@
 //!
 //! Every fallible call checks everything before it changes anything: on error the stream is
 //! exactly as it was. Nothing here allocates, logs or panics on any input.
+//!
+//! Streams take only a [`Validated`] mechanism, which [`Mechanism::from_bytes`] and
+//! [`Mechanism::validate`] produce after checking every field: one built in code with, say,
+//! `band: 0` must pass `validate` first (`tests/arbitrary_mechanisms.rs` feeds arbitrary ones
+//! through every constructor and step function). Passing an unchecked one does not compile:
+//!
+//! ```compile_fail
+//! use mfc_runtime::{ChaChaNoise, Mechanism, Stream};
+//! fn stream_from(m: Mechanism<'_>) {
+//!     let mut ws = [0.0f32; 64];
+//!     let _ = Stream::new(m, 1, &mut ws, ChaChaNoise::from_seed([1; 32]).unwrap());
+//! }
+//! ```
+//!
+//! and the same with `.validate()?` does:
+//!
+//! ```
+//! use mfc_runtime::{ChaChaNoise, Error, Mechanism, Stream};
+//! fn stream_from(m: Mechanism<'_>) -> Result<(), Error> {
+//!     let mut ws = [0.0f32; 64];
+//!     let _ = Stream::new(m.validate()?, 1, &mut ws, ChaChaNoise::from_seed([1; 32])?);
+//!     Ok(())
+//! }
+//! ```
 //!
 //! # Features
 //!
@@ -62,6 +86,7 @@ pub mod parallel;
 pub mod prefetch;
 pub mod privacy;
 pub mod stream;
+mod sum;
 mod ziggurat;
 
 pub use blt::BltStream;
@@ -70,7 +95,7 @@ pub use clip::{clip_factor, clip_to_norm};
 pub use error::Error;
 pub use fft::FftStream;
 pub use mfc_formats as formats;
-pub use mfc_formats::Mechanism;
+pub use mfc_formats::{Mechanism, Validated};
 #[cfg(feature = "insecure-simulation")]
 pub use noise::InsecureSimulationNoise;
 pub use noise::{ChaChaNoise, NoiseSource};

@@ -59,10 +59,13 @@
 //! # Limits
 //!
 //! Block `b` starts at word `b·2²⁶` of its step's ChaCha stream, whose word counter has 68 bits:
-//! coordinates below [`MAX_COORDINATES`] `= 2⁵²` have distinct blocks (the stream refuses larger
-//! dimensions). A block of 1024 samples uses about 1 066 words on average (1.04 per sample, a
-//! test measures it); running into the next block would need 2²⁶ words, more than 60 000 times
-//! as many, which does not happen in practice.
+//! coordinates below [`MAX_COORDINATES`] `= 2⁵¹` have distinct blocks (the stream refuses larger
+//! dimensions), all in the lower half of the stream, below word `2⁶⁷`. The upper half is not
+//! noise: the checkpoint keys ([`stream_key`](crate::checkpoint::stream_key)) are drawn there, so
+//! a root secret misused as a noise seed still never releases a key. A block of 1024 samples
+//! uses about 1 066 words on average (1.04 per sample, a test measures it); running into the next
+//! block (or, from the last block, into the keys' half) would need 2²⁶ words, more than 60 000
+//! times as many, which does not happen in practice.
 
 use chacha20::ChaCha20Rng;
 use rand_core::{Rng, SeedableRng};
@@ -74,8 +77,12 @@ use crate::ziggurat::{NORMAL, Ziggurat};
 pub const BLOCK: u64 = 1024;
 /// log2 of the ChaCha words reserved for one block (a block uses about 1.04 words per sample).
 const BLOCK_WORDS_LOG2: u32 = 26;
-/// Coordinates per noise row [`ChaChaNoise`] can address without two blocks sharing words.
-pub const MAX_COORDINATES: u64 = 1 << (68 - BLOCK_WORDS_LOG2 + 10);
+/// The first word of each ChaCha stream that noise never reads: the blocks of coordinates below
+/// [`MAX_COORDINATES`] start below it. Key derivation reads from here ([module docs](self)).
+pub(crate) const KEY_WORD: u128 = 1 << 67;
+/// Coordinates per noise row [`ChaChaNoise`] can address without two blocks sharing words, all
+/// below [`KEY_WORD`].
+pub const MAX_COORDINATES: u64 = 1 << (67 - BLOCK_WORDS_LOG2 + 10);
 
 /// A source of i.i.d. standard normal noise rows.
 pub trait NoiseSource {

@@ -3,7 +3,7 @@
 //!
 //! [`ParallelStream`] splits rows of `d` coordinates into contiguous shards
 //! ([`shard_ranges`]: multiples of the noise [`BLOCK`] where possible), runs one
-//! [`Stream::shard`] per range over its part of one workspace of `(h + r + 1)·d` floats, and
+//! [`Stream::shard`] per range over its part of one workspace of `(h + r + 2)·d` floats, and
 //! steps them concurrently. Each shard draws its own coordinates of the noise rows from its own
 //! copy of the generator, so with the same seed the releases equal those of one unsharded
 //! [`Stream`] bit for bit. Clipping uses the whole row: `step` computes
@@ -18,7 +18,7 @@ use rayon::prelude::*;
 
 use crate::clip::clip_factor_with_largest;
 use crate::noise::{BLOCK, NoiseSource};
-use crate::{Error, Mechanism, Stream};
+use crate::{Error, Stream, Validated};
 
 /// `shards` contiguous ranges covering `0 .. dim`, of nearly equal lengths that are multiples of
 /// [`BLOCK`] (except the last), so that no shard starts inside a noise block. Fewer ranges are
@@ -48,7 +48,7 @@ impl<'m, 'w, N: NoiseSource + Send> ParallelStream<'m, 'w, N> {
     /// once per shard and must return the same generator (same seed) every time, or the
     /// releases will not equal an unsharded stream's.
     pub fn new(
-        mechanism: Mechanism<'m>,
+        mechanism: Validated<'m>,
         dim: usize,
         shards: usize,
         workspace: &'w mut [f32],

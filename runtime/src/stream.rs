@@ -6,13 +6,19 @@
 //! ```text
 //! β   += R[i−h,:]ᵀ z_{i−h}                       (if i ≥ h)
 //! y    = Σ_{k=0}^{min(i,h−1)} D[i,k] z_{i−k} + L[i,:] β
-//! s   += clip(x_i, ζ)
+//! s   += clip(x_i, ζ)                            (compensated: crate::sum)
 //! out  = s + σ·ζ·sens·y
 //! ```
 //!
 //! so `y = (B̂ z)_i` with `β = Σ_{j ≤ i−h} R[j,:]ᵀ z_j`. The state is the last `h` noise rows (row
 //! `z_t` lives in slot `t mod h`; `z_{i−h}` is consumed just before `z_i` overwrites it), `β`
-//! (`r × d`) and the running sum `s`: `(h + r + 1)·d` floats, all in the caller's workspace.
+//! (`r × d`) and the running sum `s` with its compensation (two rows, [`sum`](crate::sum)), so
+//! that `s` is exact to a couple of ulps at any horizon: `(h + r + 2)·d` floats, all in the
+//! caller's workspace.
+//!
+//! For training, [`Stream::step_examples`] takes the step's examples (rows of `d`) instead of one
+//! row, clips each to `ζ` and adds them all: one example, not the step's whole row, is then what
+//! moves the release by at most `ζ` (the unit of privacy is the example).
 //!
 //! Every line above acts coordinate by coordinate, so a step is one fused pass over `d` in chunks
 //! of [`CHUNK`] coordinates: for each chunk, `β` is updated, `z_i` drawn, `y` accumulated and the
@@ -26,7 +32,7 @@
 //!
 //! For the same reason a stream may own only coordinates `a .. b` of a wider row
 //! ([`Stream::shard`]): it draws `z_t[a..b]` (a [`NoiseSource`] can start anywhere in a row),
-//! keeps `(h + r + 1)·(b − a)` floats, and releases exactly the coordinates `a .. b` that an
+//! keeps `(h + r + 2)·(b − a)` floats, and releases exactly the coordinates `a .. b` that an
 //! unsharded stream with the same seed would. Threads, or separate workers of a distributed job,
 //! can thus each run one shard. Clipping is the exception: it needs the norm of the whole input
 //! row, which a shard does not see. A shard therefore refuses [`Stream::step`]; it takes the
@@ -37,11 +43,11 @@
 
 use core::ops::{Deref, DerefMut, Range};
 
-use mfc_formats::{BandedLowRank, Decoder, F32Table, Mechanism, Workload};
+use mfc_formats::{BandedLowRank, Decoder, F32Table, Mechanism, Validated, Workload};
 
-use crate::Error;
-use crate::clip::{clip_factor_with_largest, clip_norm_supported, largest_magnitude};
+use crate::clip::{clip_factor, clip_factor_with_largest, clip_norm_supported, largest_magnitude};
 use crate::noise::{MAX_COORDINATES, NoiseSource};
+use crate::{Error, sum};
 
 /// A stream releasing one private prefix sum (or noise row) per step.
 pub struct Stream<'m, 'w, N: NoiseSource> {
@@ -54,12 +60,25 @@ pub struct Stream<'m, 'w, N: NoiseSource> {
     ring: &'w mut [f32],
     beta: &'w mut [f32],
     sum: &'w mut [f32],
+    /// What rounding took from `sum` ([`crate::sum`]).
+    compensation: &'w mut [f32],
     step: u32,
     noise: N,
     /// The first coordinate of the row this stream owns (0 unless a shard).
     offset: u64,
     /// Whether the stream owns the whole row, so that it can clip inputs itself.
     whole_row: bool,
+}
+
+/// What a step adds to the running sum before releasing it.
+#[derive(Clone, Copy)]
+pub(crate) enum Input<'a> {
+    /// Nothing, and only the noise is released ([`Stream::step_noise`]).
+    NoiseOnly,
+    /// The row `x` scaled by the clip factor `clip`.
+    Row(&'a [f32], f32),
+    /// Nothing more: the step's examples have been added already ([`Stream::step_examples`]).
+    Added,
 }
 
 /// Coordinates per chunk of the fused pass of a step (64 KiB per row): the chunk of `y` and the
@@ -83,22 +102,23 @@ fn part_mut(buffer: &mut [f32], index: usize, dim: usize, start: usize, end: usi
 }
 
 impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
-    /// Floats of workspace a stream of dimension `dim` needs: `(h + r + 1)·d`.
-    pub fn workspace_len(mechanism: &Mechanism<'_>, dim: usize) -> Result<usize, Error> {
+    /// Floats of workspace a stream of dimension `dim` needs: `(h + r + 2)·d` (the last `h`
+    /// noise rows, `β`, the running sum and its compensation).
+    pub fn workspace_len(mechanism: &Validated<'_>, dim: usize) -> Result<usize, Error> {
         let d = banded(mechanism)?;
         if dim == 0 || dim as u64 > MAX_COORDINATES {
             return Err(Error::InvalidDimension);
         }
         (d.band as usize)
             .checked_add(d.rank as usize)
-            .and_then(|w| w.checked_add(1))
+            .and_then(|w| w.checked_add(2))
             .and_then(|w| w.checked_mul(dim))
             .ok_or(Error::InvalidDimension)
     }
 
     /// A stream using the noise multiplier recorded in the blob.
     pub fn new(
-        mechanism: Mechanism<'m>,
+        mechanism: Validated<'m>,
         dim: usize,
         workspace: &'w mut [f32],
         noise: N,
@@ -110,7 +130,7 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
     /// A stream with an explicit noise multiplier `σ` (for example from
     /// [`noise_multiplier_for`](crate::privacy::noise_multiplier_for)).
     pub fn with_noise_multiplier(
-        mechanism: Mechanism<'m>,
+        mechanism: Validated<'m>,
         dim: usize,
         workspace: &'w mut [f32],
         noise: N,
@@ -121,7 +141,8 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
         let (scales, workspace) = prepare(&mechanism, noise_multiplier, workspace, needed)?;
         let h = mechanism.header;
         let (ring, rest) = workspace.split_at_mut(decoder.band as usize * dim);
-        let (beta, sum) = rest.split_at_mut(decoder.rank as usize * dim);
+        let (beta, rest) = rest.split_at_mut(decoder.rank as usize * dim);
+        let (sum, compensation) = rest.split_at_mut(dim);
         Ok(Self {
             decoder,
             prefix_sum: matches!(h.workload, Workload::PrefixSum),
@@ -132,6 +153,7 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
             ring,
             beta,
             sum,
+            compensation,
             step: 0,
             noise,
             offset: 0,
@@ -145,7 +167,7 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
     /// releases equal coordinates `range` of an unsharded stream's, bit for bit. Inputs and
     /// releases have `range.len()` coordinates. See the [module docs](self) on clipping.
     pub fn shard(
-        mechanism: Mechanism<'m>,
+        mechanism: Validated<'m>,
         row_dim: usize,
         range: Range<usize>,
         workspace: &'w mut [f32],
@@ -157,7 +179,7 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
 
     /// A shard ([`shard`](Self::shard)) with an explicit noise multiplier `σ`.
     pub fn shard_with_noise_multiplier(
-        mechanism: Mechanism<'m>,
+        mechanism: Validated<'m>,
         row_dim: usize,
         range: Range<usize>,
         workspace: &'w mut [f32],
@@ -189,7 +211,33 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
             return Err(Error::ClipFactorRequired);
         }
         let clip = clip_factor_with_largest(input, self.clip_norm, largest);
-        self.advance(release, Some((input, clip)));
+        self.advance(release, Input::Row(input, clip));
+        Ok(())
+    }
+
+    /// A training step: `examples` holds the step's examples, rows of `d` coordinates one after
+    /// the other (`m·d` floats for `m ≥ 0` examples). Each example is clipped to `ζ` by itself,
+    /// their sum is added to the running sum, and the private prefix sum is written into
+    /// `release`. Removing one example moves every later release by at most `ζ` (its clipped
+    /// row), whatever the others are: the runtime keeps the guarantee for a unit of privacy of
+    /// one example, where [`step`](Self::step) clips the whole row (one record per step, e.g. a
+    /// telemetry device). Allocation-free: the examples are read in place, twice (checks, then
+    /// clipping and summing).
+    ///
+    /// Errors, with nothing changed: [`Error::ExamplesShape`] if the length is not a multiple of
+    /// `d`, [`Error::NonFiniteInput`] (the index in `examples`), the checks of `step`; a shard
+    /// refuses it ([`Error::ClipFactorRequired`]).
+    pub fn step_examples(&mut self, examples: &[f32], release: &mut [f32]) -> Result<(), Error> {
+        if !self.prefix_sum {
+            return Err(Error::WorkloadNotStreamable);
+        }
+        self.check_step(release)?;
+        check_examples(self.dim, examples)?;
+        if !self.whole_row {
+            return Err(Error::ClipFactorRequired);
+        }
+        add_examples(examples, self.clip_norm, self.sum, self.compensation);
+        self.advance(release, Input::Added);
         Ok(())
     }
 
@@ -209,7 +257,7 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
         if !(0.0..=1.0).contains(&clip) {
             return Err(Error::InvalidClipFactor);
         }
-        self.advance(release, Some((input, clip)));
+        self.advance(release, Input::Row(input, clip));
         Ok(())
     }
 
@@ -217,7 +265,7 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
     /// workloads whose `(A x)_i` the caller computes itself (from inputs it clipped to `ζ`).
     pub fn step_noise(&mut self, noise_out: &mut [f32]) -> Result<(), Error> {
         self.check_step(noise_out)?;
-        self.advance(noise_out, None);
+        self.advance(noise_out, Input::NoiseOnly);
         Ok(())
     }
 
@@ -261,10 +309,10 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
     }
 
     /// Algorithm 3 for the current step: writes `σζ·sens·(B̂ z)_i` into `y` — plus the running
-    /// sum after adding `clip·x`, if `input = Some((x, clip))` — and moves to the next step. One
-    /// fused pass over the coordinates in chunks of [`CHUNK`]. Only called after every check has
-    /// passed.
-    fn advance(&mut self, y: &mut [f32], input: Option<(&[f32], f32)>) {
+    /// sum, after adding `clip·x` for `Input::Row(x, clip)`, unless the input is
+    /// `Input::NoiseOnly` — and moves to the next step. One fused pass over the coordinates in
+    /// chunks of [`CHUNK`]. Only called after every check has passed.
+    fn advance(&mut self, y: &mut [f32], input: Input<'_>) {
         let (i, d) = (self.step as usize, self.dim);
         let (h, r) = (self.decoder.band as usize, self.decoder.rank as usize);
         let slot = i % h;
@@ -313,12 +361,22 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
                 .enumerate()
                 .map(|(q, c)| (c * scale, part(beta, q, d, start, end)));
             gather(y, band_terms.chain(left_terms));
-            if let Some((input, clip)) = input {
-                let sum = self.sum.get_mut(start..end).unwrap_or(&mut []);
-                let x = input.get(start..end).unwrap_or(&[]);
-                for ((s, &x), out) in sum.iter_mut().zip(x).zip(y.iter_mut()) {
-                    *s += clip * x;
-                    *out += *s;
+            let sum = self.sum.get_mut(start..end).unwrap_or(&mut []);
+            let compensation = self.compensation.get_mut(start..end).unwrap_or(&mut []);
+            let sums = sum.iter_mut().zip(compensation.iter_mut());
+            match input {
+                Input::NoiseOnly => {}
+                Input::Row(input, clip) => {
+                    let x = input.get(start..end).unwrap_or(&[]);
+                    for (((s, c), &x), out) in sums.zip(x).zip(y.iter_mut()) {
+                        sum::add(s, c, clip * x);
+                        *out += sum::value(*s, *c);
+                    }
+                }
+                Input::Added => {
+                    for ((s, c), out) in sums.zip(y.iter_mut()) {
+                        *out += sum::value(*s, *c);
+                    }
                 }
             }
             start = end;
@@ -425,13 +483,17 @@ impl<'m, N: NoiseSource> Stream<'m, '_, N> {
         self.whole_row
     }
 
-    /// The ring of the last `h` noise rows, `β` and the running sum.
-    pub(crate) fn state(&self) -> (&[f32], &[f32], &[f32]) {
-        (self.ring, self.beta, self.sum)
+    /// The ring of the last `h` noise rows, `β`, the running sum and its compensation.
+    pub(crate) fn state(&self) -> [&[f32]; 4] {
+        [self.ring, self.beta, self.sum, self.compensation]
     }
 
-    pub(crate) fn state_mut(&mut self) -> (&mut u32, &mut [f32], &mut [f32], &mut [f32]) {
-        (&mut self.step, self.ring, self.beta, self.sum)
+    /// The step and the state of [`state`](Self::state), to restore.
+    pub(crate) fn state_mut(&mut self) -> (&mut u32, [&mut [f32]; 4]) {
+        (
+            &mut self.step,
+            [self.ring, self.beta, self.sum, self.compensation],
+        )
     }
 
     pub(crate) fn noise_mut(&mut self) -> &mut N {
@@ -467,6 +529,40 @@ pub(crate) fn check_input(dim: usize, input: &[f32]) -> Result<f32, Error> {
         });
     }
     largest_magnitude(input).map_err(|index| Error::NonFiniteInput { index })
+}
+
+/// The checks of a step's examples ([`Stream::step_examples`]): whole rows of `dim`
+/// coordinates ([`Error::ExamplesShape`]), all finite ([`Error::NonFiniteInput`], the index of
+/// the first one that is not, in `examples`).
+pub(crate) fn check_examples(dim: usize, examples: &[f32]) -> Result<(), Error> {
+    if dim == 0 || examples.len() % dim != 0 {
+        return Err(Error::ExamplesShape {
+            dim,
+            len: examples.len(),
+        });
+    }
+    for (e, row) in examples.chunks_exact(dim).enumerate() {
+        largest_magnitude(row).map_err(|index| Error::NonFiniteInput {
+            index: e * dim + index,
+        })?;
+    }
+    Ok(())
+}
+
+/// Clips each example (row of `sum.len()` coordinates) of checked `examples` to `clip_norm` and
+/// adds it to the compensated sum `(sum, compensation)`.
+pub(crate) fn add_examples(
+    examples: &[f32],
+    clip_norm: f32,
+    sum: &mut [f32],
+    compensation: &mut [f32],
+) {
+    for row in examples.chunks_exact(sum.len().max(1)) {
+        let factor = clip_factor(row, clip_norm);
+        for ((s, c), &x) in sum.iter_mut().zip(compensation.iter_mut()).zip(row) {
+            sum::add(s, c, factor * x);
+        }
+    }
 }
 
 /// The noise multiplier `σ` recorded in the blob ([`Error::NotCalibrated`] if none).

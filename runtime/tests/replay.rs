@@ -47,7 +47,7 @@ fn check_against_dense(n: usize, h: usize, r: usize, dim: usize, seed: u64) {
         reference.fill_standard_normal(i as u64, 0, row);
     }
     let mut workspace = workspace(&m, dim);
-    assert_eq!(workspace.len(), (h + r + 1) * dim);
+    assert_eq!(workspace.len(), (h + r + 2) * dim);
     let noise = ChaChaNoise::from_seed(SEED).unwrap();
     let mut stream = Stream::new(m, dim, &mut workspace, noise).unwrap();
     let mut sum = vec![0.0f64; dim];
@@ -105,7 +105,7 @@ fn errors_leave_the_state_unchanged() {
     let dim = 5;
     let run = |with_errors: bool| -> Vec<f32> {
         let m = mechanism(&t, Workload::PrefixSum, 1.0);
-        let mut workspace = vec![0.0f32; 30];
+        let mut workspace = vec![0.0f32; 35];
         let mut stream = Stream::new(
             m,
             dim,
@@ -157,7 +157,7 @@ fn custom_workloads_release_noise_only() {
     let t = tables(16, 2, 1, 3);
     let m = mechanism(&t, Workload::Custom { label: "A.npy" }, 1.0);
     let b = dense(&t);
-    let mut workspace = vec![0.0f32; 8];
+    let mut workspace = vec![0.0f32; 10];
     let mut stream =
         Stream::new(m, 2, &mut workspace, ChaChaNoise::from_seed(SEED).unwrap()).unwrap();
     let mut out = [0.0f32; 2];
@@ -187,15 +187,15 @@ fn configuration_errors() {
     let t = tables(8, 2, 1, 4);
     let m = mechanism(&t, Workload::PrefixSum, 1.0);
     let noise = || ChaChaNoise::from_seed(SEED).unwrap();
-    let mut small = [0.0f32; 7];
+    let mut small = [0.0f32; 9];
     assert!(matches!(
         Stream::new(m, 2, &mut small, noise()),
         Err(Error::WorkspaceTooSmall {
-            needed: 8,
-            found: 7
+            needed: 10,
+            found: 9
         })
     ));
-    let mut ws = [0.0f32; 8];
+    let mut ws = [0.0f32; 10];
     assert!(matches!(
         Stream::new(m, 0, &mut ws, noise()),
         Err(Error::InvalidDimension)
@@ -206,14 +206,15 @@ fn configuration_errors() {
             Err(Error::InvalidNoiseMultiplier)
         ));
     }
-    let mut uncalibrated = m;
+    let mut uncalibrated = m.into_inner();
     uncalibrated.header.calibration = None;
+    let uncalibrated = uncalibrated.validate().unwrap();
     assert!(matches!(
         Stream::new(uncalibrated, 2, &mut ws, noise()),
         Err(Error::NotCalibrated)
     ));
     // A static workspace works as well as a slice.
-    let mut fixed = mfc_runtime::Workspace::<8>::new();
+    let mut fixed = mfc_runtime::Workspace::<10>::new();
     let mut s = Stream::new(m, 2, &mut fixed, noise()).unwrap();
     let mut out = [0.0f32; 2];
     s.step(&[3.0, 4.0], &mut out).unwrap();
@@ -226,7 +227,7 @@ fn noise_errors_and_finished_streams_leave_the_state_unchanged() {
     let dim = 3;
     let run = |with_errors: bool| -> Vec<f32> {
         let m = mechanism(&t, Workload::Custom { label: "A" }, 1.0);
-        let mut workspace = vec![0.0f32; 6 * dim];
+        let mut workspace = vec![0.0f32; 7 * dim];
         let mut stream = Stream::new(
             m,
             dim,
@@ -273,10 +274,11 @@ fn noise_errors_and_finished_streams_leave_the_state_unchanged() {
 #[test]
 fn explicit_noise_multiplier() {
     let t = tables(6, 2, 1, 13);
-    let mut m = mechanism(&t, Workload::Custom { label: "A" }, 2.0);
+    let mut m = mechanism(&t, Workload::Custom { label: "A" }, 2.0).into_inner();
     m.header.calibration = None;
+    let m = m.validate().unwrap();
     let noise = || ChaChaNoise::from_seed(SEED).unwrap();
-    let (mut w1, mut w2) = ([0.0f32; 8], [0.0f32; 8]);
+    let (mut w1, mut w2) = ([0.0f32; 10], [0.0f32; 10]);
     let mut one = Stream::with_noise_multiplier(m, 2, &mut w1, noise(), 1.0).unwrap();
     let mut three = Stream::with_noise_multiplier(m, 2, &mut w2, noise(), 3.0).unwrap();
     let (mut a, mut b) = ([0.0f32; 2], [0.0f32; 2]);
@@ -309,7 +311,7 @@ proptest! {
     fn no_input_panics(values in proptest::collection::vec(any::<f32>(), 0..12), out_len in 0usize..8, steps in 1usize..30) {
         let t = tables(6, 2, 2, 5);
         let m = mechanism(&t, Workload::PrefixSum, 1.0);
-        let mut workspace = vec![0.0f32; 5 * 4];
+        let mut workspace = vec![0.0f32; 6 * 4];
         let mut stream = Stream::new(m, 4, &mut workspace, ChaChaNoise::from_seed(SEED).unwrap()).unwrap();
         let mut out = vec![0.0f32; out_len];
         for _ in 0..steps {

@@ -9,7 +9,7 @@ use std::ops::Range;
 mod common;
 
 use common::{Gen, mechanism, tables};
-use mfc_formats::{F32Table, Mechanism, Workload};
+use mfc_formats::{F32Table, Validated, Workload};
 use mfc_runtime::stream::CHUNK;
 use mfc_runtime::{ChaChaNoise, Error, NoiseSource, Stream, clip_factor};
 
@@ -27,7 +27,7 @@ fn bits(row: &[f32]) -> Vec<u32> {
 }
 
 /// Releases of an unsharded stream, step by step (`step` for prefix sums, else `step_noise`).
-fn unsharded<N: NoiseSource>(m: Mechanism<'_>, dim: usize, noise: N) -> Vec<Vec<u32>> {
+fn unsharded<N: NoiseSource>(m: Validated<'_>, dim: usize, noise: N) -> Vec<Vec<u32>> {
     let mut workspace = vec![0.0f32; Stream::<N>::workspace_len(&m, dim).unwrap()];
     let mut stream = Stream::new(m, dim, &mut workspace, noise).unwrap();
     let prefix = matches!(m.header.workload, Workload::PrefixSum);
@@ -46,7 +46,7 @@ fn unsharded<N: NoiseSource>(m: Mechanism<'_>, dim: usize, noise: N) -> Vec<Vec<
 
 /// The same releases assembled from one shard per range, each with its own generator.
 fn sharded<N: NoiseSource>(
-    m: Mechanism<'_>,
+    m: Validated<'_>,
     dim: usize,
     ranges: &[Range<usize>],
     noise: impl Fn() -> N,
@@ -175,7 +175,7 @@ fn the_fused_step_equals_the_textbook_order_bit_for_bit() {
         let mut noise = ChaChaNoise::from_seed(SEED).unwrap();
         let mut z = vec![vec![0.0f32; dim]; n];
         let mut beta = vec![vec![0.0f32; dim]; r];
-        let mut sum = vec![0.0f32; dim];
+        let (mut sum, mut compensation) = (vec![0.0f32; dim], vec![0.0f32; dim]);
         for i in 0..n {
             if i >= h {
                 for q in 0..r {
@@ -202,9 +202,13 @@ fn the_fused_step_equals_the_textbook_order_bit_for_bit() {
             }
             let x = input(i, dim);
             let clip = clip_factor(&x, 2.0);
+            // The compensated sum (Kahan, `runtime/src/sum.rs`), then the release.
             for j in 0..dim {
-                sum[j] += clip * x[j];
-                y[j] += sum[j];
+                let addend = clip * x[j] - compensation[j];
+                let t = sum[j] + addend;
+                compensation[j] = (t - sum[j]) - addend;
+                sum[j] = t;
+                y[j] += sum[j] - compensation[j];
             }
             assert!(got[i] == bits(&y), "(n, h, r) = ({n}, {h}, {r}), step {i}");
         }
@@ -215,7 +219,7 @@ fn the_fused_step_equals_the_textbook_order_bit_for_bit() {
 fn a_shard_needs_the_whole_rows_clip_factor() {
     let t = tables(6, 2, 1, 1);
     let m = mechanism(&t, Workload::PrefixSum, 2.0);
-    let mut workspace = vec![0.0f32; 4 * 10];
+    let mut workspace = vec![0.0f32; 5 * 10];
     let mut shard = Stream::shard(
         m,
         30,
@@ -244,7 +248,7 @@ fn a_shard_needs_the_whole_rows_clip_factor() {
     shard.step_clipped(&x, 0.25, &mut out).unwrap();
     assert_eq!(shard.steps_released(), 1);
     // A "shard" covering the whole row is an ordinary stream and clips by itself.
-    let mut w2 = vec![0.0f32; 4 * 10];
+    let mut w2 = vec![0.0f32; 5 * 10];
     let mut whole =
         Stream::shard(m, 10, 0..10, &mut w2, ChaChaNoise::from_seed(SEED).unwrap()).unwrap();
     whole.step(&x, &mut out).unwrap();
@@ -289,7 +293,7 @@ fn invalid_shards_are_refused() {
             ChaChaNoise::from_seed(SEED).unwrap()
         ),
         Err(Error::WorkspaceTooSmall {
-            needed: 12,
+            needed: 18,
             found: 5
         })
     ));
@@ -362,7 +366,7 @@ mod parallel {
         let m = mechanism(&t, Workload::PrefixSum, 2.0);
         let dim = 3000;
         let whole = unsharded(m, dim, ChaChaNoise::from_seed(SEED).unwrap());
-        let mut workspace = vec![0.0f32; 5 * dim];
+        let mut workspace = vec![0.0f32; 6 * dim];
         let mut s = ParallelStream::new(m, dim, 2, &mut workspace, || ChaChaNoise::from_seed(SEED))
             .unwrap();
         assert_eq!(s.shard_ranges(), &[0..2048, 2048..3000]);

@@ -137,7 +137,8 @@ fn overlong_varints_in_blobs_are_refused() {
 }
 
 /// Finding 1 for checkpoints (`tests/fuzz/README.md`): a seed checkpoint with `d = 3` written
-/// `83 00` in its head was accepted.
+/// `83 00` in its head was accepted. (Saved in checkpoint format version 1; its version field
+/// and CRC were rewritten for version 2, so that it still reaches the head's decoding.)
 #[test]
 fn overlong_varints_in_checkpoints_are_refused() {
     let checkpoint =

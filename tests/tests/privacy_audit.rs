@@ -386,7 +386,7 @@ fn whitening_catches_one_decoder_coefficient_off_by_5_percent() {
         .unwrap();
     diagonals[at] *= 0.95;
     let bytes = encode_f32s(diagonals);
-    let mut mutant = m;
+    let mut mutant = m.into_inner();
     mutant.decoder = Decoder::BandedLowRank(mfc_formats::BandedLowRank {
         diagonals: F32Table::new(&bytes).unwrap(),
         ..d
@@ -508,7 +508,7 @@ fn likelihood_ratio_audit_catches_a_smaller_sigma() {
 #[test]
 fn likelihood_ratio_audit_catches_an_understated_sensitivity() {
     let blob = audit_blob();
-    let mut m = Mechanism::from_bytes(&blob).unwrap();
+    let mut m = Mechanism::from_bytes(&blob).unwrap().into_inner();
     m.header.sensitivity.value *= 0.95;
     let mutant = m.to_vec().unwrap();
     let (sep, se) = likelihood_ratio_separation(&mutant, &blob, AUDIT_SIGMA, audit_runs());

@@ -9,6 +9,10 @@
 //! the host reference (`tests/tests/firmware.rs`) checks bit for bit. "Flash" and the monotonic
 //! counter are simulated in RAM: QEMU keeps no state across runs.
 //!
+//! The unit of privacy is one device's events in one step (event level): the blob is for single
+//! participation and `Stream::step` clips each step's row to ζ. User level (the device's events in
+//! every step) needs a blob for that schema and costs far more noise (`README.md`, "On a device").
+//!
 //! Exit codes (through semihosting): 0 success, 2 a runtime error (e.g. the `corrupt-blob`
 //! build), 3 a hard fault, 101 a panic. With the `bench` feature it prints instruction counts
 //! instead (see `budget.sh`); the bench run also takes a BLT blob (`MFC_FIRMWARE_BLOB=blt.mfc`,
@@ -46,7 +50,7 @@ compile_error!(
 /// the blob named by `MFC_FIRMWARE_BLOB` at build time.
 static BLOB: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/blob.mfc"));
 
-/// Bytes of a checkpoint slot: `14 + 50 + 4·(h + r + 1)·d + 4`.
+/// Bytes of a checkpoint slot: `14 + 50 + 4·(h + r + 2)·d + 4`.
 const SLOT: usize = 68 + 4 * WORKSPACE;
 
 /// What survives a reboot: the release counter (monotonic storage) and two checkpoint slots

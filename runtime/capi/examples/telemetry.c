@@ -73,6 +73,10 @@ int main(int argc, char **argv) {
     if (mfc_stream_step(stream, input, release, DIM) == MFC_STATUS_OK) {
         return 1;
     }
+    /* So is one buffer passed as both input and release (it would alias in the runtime). */
+    if (mfc_stream_step(stream, release, release, DIM) != MFC_STATUS_OVERLAP) {
+        return 1;
+    }
     fprintf(stderr, "%u steps released\n", mfc_stream_steps_released(stream));
     mfc_stream_free(stream);
     free(workspace);

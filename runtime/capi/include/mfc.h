@@ -33,6 +33,9 @@ typedef enum MfcStatus {
   MFC_STATUS_WEAK_SEED = 9,
   // Any other refusal of the runtime (see its `Error` type).
   MFC_STATUS_REFUSED = 10,
+  // `input` and `release` share memory, or one of them lies in the stream's workspace, or
+  // `release` in the blob: pass separate buffers (nothing was changed).
+  MFC_STATUS_OVERLAP = 11,
 } MfcStatus;
 
 // An opaque stream (a banded-plus-low-rank mechanism with ChaCha20 noise).
@@ -66,9 +69,13 @@ enum MfcStatus mfc_stream_new(const uint8_t *blob,
 // Consumes `input` (`dim` floats, clipped to the blob's ζ) and writes the private prefix sum of
 // this step into `release` (`dim` floats). On error nothing changes.
 //
+// `input` and `release` must be two separate buffers, neither inside the stream's workspace
+// (nor `release` inside the blob): a step that would alias them is refused with
+// `MFC_STATUS_OVERLAP` (to release in place, copy the input first).
+//
 // # Safety
 // `stream` must come from `mfc_stream_new` and not be freed; `input` and `release` must point
-// to `dim` readable and writable floats, not overlapping the workspace.
+// to `dim` readable and writable floats.
 enum MfcStatus mfc_stream_step(struct MfcStream *stream,
                                const float *input,
                                float *release,

@@ -8,8 +8,11 @@
 //! secret bytes from the caller's entropy source; an all-zero seed is refused.
 //!
 //! This is the only crate of mfc with `unsafe` code: the C ABI hands over raw pointers. Every
-//! pointer is checked for null, and every length comes from the caller with the data it
-//! describes.
+//! pointer is checked for null and alignment, and every length comes from the caller with the
+//! data it describes. Rust slices must not alias a mutable one, so `mfc_stream_step` refuses
+//! (`MFC_STATUS_OVERLAP`, nothing changed) an `input` and a `release` that share memory, or
+//! either of them inside the stream's workspace, or a `release` inside the blob: what would be
+//! undefined behaviour in the Rust runtime is a status in C.
 #![allow(unsafe_code)]
 
 use mfc_formats::Mechanism;
@@ -41,6 +44,9 @@ pub enum MfcStatus {
     WeakSeed = 9,
     /// Any other refusal of the runtime (see its `Error` type).
     Refused = 10,
+    /// `input` and `release` share memory, or one of them lies in the stream's workspace, or
+    /// `release` in the blob: pass separate buffers (nothing was changed).
+    Overlap = 11,
 }
 
 impl From<Error> for MfcStatus {
@@ -64,12 +70,48 @@ impl From<Error> for MfcStatus {
 /// An opaque stream (a banded-plus-low-rank mechanism with ChaCha20 noise).
 pub struct MfcStream {
     stream: Stream<'static, 'static, ChaChaNoise>,
+    /// The addresses of the blob and of the workspace the stream borrows, which the rows of a
+    /// step must not overlap.
+    blob: Span,
+    workspace: Span,
+}
+
+/// The bytes `start .. end` of a buffer, by address.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    start: usize,
+    end: usize,
+}
+
+impl Span {
+    /// The span of `len` values of `T` at `ptr`, if its size fits in `isize` (what
+    /// `slice::from_raw_parts` requires) and `ptr` is aligned for `T`.
+    fn of<T>(ptr: *const T, len: usize) -> Option<Self> {
+        let bytes = len.checked_mul(core::mem::size_of::<T>())?;
+        let start = ptr as usize;
+        if bytes > isize::MAX as usize || start % core::mem::align_of::<T>() != 0 {
+            return None;
+        }
+        Some(Self {
+            start,
+            end: start.checked_add(bytes)?,
+        })
+    }
+
+    /// Whether the two spans share a byte (empty spans share none).
+    fn overlaps(self, other: Span) -> bool {
+        self.start < self.end
+            && other.start < other.end
+            && self.start < other.end
+            && other.start < self.end
+    }
 }
 
 /// # Safety
 /// `ptr` must be null or valid for `len` reads for the returned lifetime.
 unsafe fn bytes<'a>(ptr: *const u8, len: usize) -> Option<&'a [u8]> {
-    // SAFETY: non-null and valid for `len` bytes by the caller's contract.
+    Span::of(ptr, len)?;
+    // SAFETY: non-null and valid for `len` bytes by the caller's contract; the size fits isize.
     (!ptr.is_null()).then(|| unsafe { core::slice::from_raw_parts(ptr, len) })
 }
 
@@ -126,7 +168,13 @@ pub unsafe extern "C" fn mfc_stream_new(
     let (Some(blob), Some(seed)) = (blob, unsafe { bytes(seed, 32) }) else {
         return MfcStatus::InvalidArgument;
     };
-    if workspace.is_null() || out.is_null() {
+    let (Some(blob_span), Some(workspace_span)) = (
+        Span::of(blob.as_ptr(), blob.len()),
+        Span::of(workspace.cast_const(), workspace_len),
+    ) else {
+        return MfcStatus::InvalidArgument;
+    };
+    if workspace.is_null() || out.is_null() || workspace_span.overlaps(blob_span) {
         return MfcStatus::InvalidArgument;
     }
     // SAFETY: `workspace` is valid for `workspace_len` floats, exclusively, until the stream is
@@ -142,7 +190,12 @@ pub unsafe extern "C" fn mfc_stream_new(
     match result {
         Ok(stream) => {
             // SAFETY: `out` is non-null and writable by the caller's contract.
-            unsafe { out.write(Box::into_raw(Box::new(MfcStream { stream }))) };
+            let stream = MfcStream {
+                stream,
+                blob: blob_span,
+                workspace: workspace_span,
+            };
+            unsafe { out.write(Box::into_raw(Box::new(stream))) };
             MfcStatus::Ok
         }
         Err(e) => e.into(),
@@ -152,9 +205,13 @@ pub unsafe extern "C" fn mfc_stream_new(
 /// Consumes `input` (`dim` floats, clipped to the blob's ζ) and writes the private prefix sum of
 /// this step into `release` (`dim` floats). On error nothing changes.
 ///
+/// `input` and `release` must be two separate buffers, neither inside the stream's workspace
+/// (nor `release` inside the blob): a step that would alias them is refused with
+/// `MFC_STATUS_OVERLAP` (to release in place, copy the input first).
+///
 /// # Safety
 /// `stream` must come from `mfc_stream_new` and not be freed; `input` and `release` must point
-/// to `dim` readable and writable floats, not overlapping the workspace.
+/// to `dim` readable and writable floats.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mfc_stream_step(
     stream: *mut MfcStream,
@@ -165,10 +222,26 @@ pub unsafe extern "C" fn mfc_stream_step(
     if stream.is_null() || input.is_null() || release.is_null() {
         return MfcStatus::InvalidArgument;
     }
-    // SAFETY: the caller's contract above.
-    let (stream, input, release) = unsafe {
+    let (Some(input_span), Some(release_span)) =
+        (Span::of(input, dim), Span::of(release.cast_const(), dim))
+    else {
+        return MfcStatus::InvalidArgument;
+    };
+    // SAFETY: `stream` comes from `mfc_stream_new` (the caller's contract); only its spans are
+    // read before the rows are known not to alias anything the stream holds.
+    let stream = unsafe { &mut *stream };
+    if input_span.overlaps(release_span)
+        || input_span.overlaps(stream.workspace)
+        || release_span.overlaps(stream.workspace)
+        || release_span.overlaps(stream.blob)
+    {
+        return MfcStatus::Overlap;
+    }
+    // SAFETY: valid for `dim` floats (the caller's contract), aligned and of a size that fits
+    // `isize` (`Span::of`), and disjoint from each other and from what the stream borrows
+    // (checked above), so the shared and the mutable slice alias nothing.
+    let (input, release) = unsafe {
         (
-            &mut *stream,
             core::slice::from_raw_parts(input, dim),
             core::slice::from_raw_parts_mut(release, dim),
         )
@@ -198,5 +271,120 @@ pub unsafe extern "C" fn mfc_stream_free(stream: *mut MfcStream) {
     if !stream.is_null() {
         // SAFETY: from `Box::into_raw` in `mfc_stream_new`, freed once (caller's contract).
         drop(unsafe { Box::from_raw(stream) });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mfc_formats::{
+        BandedLowRank, Calibration, Decoder, ErrorSummary, F32Table, Header, Neighbouring,
+        Participation, Sensitivity, SensitivityMethod, Workload, encode_f32s,
+    };
+
+    const DIM: usize = 3;
+
+    /// A valid banded blob: `n = 4`, `h = 1`, `r = 0`, identity decoder.
+    fn blob() -> Vec<u8> {
+        let diagonals = encode_f32s([1.0f32; 4]);
+        let empty = encode_f32s([]);
+        Mechanism {
+            header: Header {
+                workload: Workload::PrefixSum,
+                steps: 4,
+                participation: Participation::Single,
+                neighbouring: Neighbouring::AddOrRemove,
+                sensitivity: Sensitivity {
+                    value: 1.0,
+                    method: SensitivityMethod::MaxColumnNorm,
+                },
+                clip_norm: 1.0,
+                calibration: Some(Calibration {
+                    noise_multiplier: 1.0,
+                    target: None,
+                }),
+                error: ErrorSummary {
+                    sqrt_loss: 1.0,
+                    optimal_sqrt_loss: None,
+                    max_step_stddev: 1.0,
+                    final_step_stddev: 1.0,
+                },
+                generator: "capi test",
+            },
+            decoder: Decoder::BandedLowRank(BandedLowRank {
+                band: 1,
+                rank: 0,
+                diagonals: F32Table::new(&diagonals).unwrap(),
+                left: F32Table::new(&empty).unwrap(),
+                right: F32Table::new(&empty).unwrap(),
+            }),
+        }
+        .to_vec()
+        .unwrap()
+    }
+
+    /// `input` and `release` in one buffer (the same, or overlapping by one float), or a row in
+    /// the workspace or the blob: refused with `Overlap` and the stream does not move; separate
+    /// buffers step.
+    #[test]
+    fn aliased_rows_are_refused() {
+        let bytes = blob();
+        let mut len = 0usize;
+        // SAFETY (of every call here): the pointers come from live buffers of the lengths given.
+        assert_eq!(
+            unsafe { mfc_workspace_len(bytes.as_ptr(), bytes.len(), DIM, &mut len) },
+            MfcStatus::Ok
+        );
+        let mut workspace = vec![0.0f32; len];
+        let seed = [7u8; 32];
+        let mut stream: *mut MfcStream = core::ptr::null_mut();
+        let status = unsafe {
+            mfc_stream_new(
+                bytes.as_ptr(),
+                bytes.len(),
+                DIM,
+                workspace.as_mut_ptr(),
+                len,
+                seed.as_ptr(),
+                &mut stream,
+            )
+        };
+        assert_eq!(status, MfcStatus::Ok);
+        let mut rows = [0.5f32; 2 * DIM];
+        let base = rows.as_mut_ptr();
+        let step = |input: *const f32, release: *mut f32| unsafe {
+            mfc_stream_step(stream, input, release, DIM)
+        };
+        assert_eq!(step(base, base), MfcStatus::Overlap);
+        // SAFETY: offsets within `rows`.
+        let (one, two) = unsafe { (base.add(1), base.add(DIM - 1)) };
+        assert_eq!(step(base, one), MfcStatus::Overlap);
+        assert_eq!(step(two, base), MfcStatus::Overlap);
+        let ws = workspace.as_mut_ptr();
+        assert_eq!(step(base, ws), MfcStatus::Overlap);
+        assert_eq!(step(ws, base), MfcStatus::Overlap);
+        // A misaligned row is an invalid argument.
+        let misaligned = unsafe { base.cast::<u8>().add(1).cast::<f32>() };
+        assert_eq!(step(misaligned, two), MfcStatus::InvalidArgument);
+        assert_eq!(unsafe { mfc_stream_steps_released(stream) }, 0);
+        // SAFETY: `DIM` floats apart: adjacent, not overlapping.
+        let second = unsafe { base.add(DIM) };
+        assert_eq!(step(base, second), MfcStatus::Ok);
+        assert_eq!(unsafe { mfc_stream_steps_released(stream) }, 1);
+        unsafe { mfc_stream_free(stream) };
+    }
+
+    #[test]
+    fn spans_overlap_only_when_they_share_a_byte() {
+        let span = |start, end| Span { start, end };
+        assert!(span(0, 8).overlaps(span(4, 12)));
+        assert!(span(4, 12).overlaps(span(0, 8)));
+        assert!(!span(0, 8).overlaps(span(8, 16)));
+        assert!(!span(8, 8).overlaps(span(0, 16)));
+        let aligned = core::ptr::dangling::<f32>();
+        assert!(Span::of(aligned, usize::MAX / 2).is_none());
+        let misaligned = aligned.cast::<u8>().wrapping_add(2).cast::<f32>();
+        assert!(Span::of(misaligned, 1).is_none());
+        assert!(Span::of(aligned, 1).is_some());
     }
 }

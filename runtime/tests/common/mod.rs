@@ -6,7 +6,7 @@
 
 use mfc_formats::{
     BandedLowRank, Calibration, Decoder, ErrorSummary, F32Table, Header, Mechanism, Neighbouring,
-    Participation, Sensitivity, SensitivityMethod, Workload, encode_f32s,
+    Participation, Sensitivity, SensitivityMethod, Validated, Workload, encode_f32s,
 };
 
 /// SplitMix64 mapped to `[−½, ½)`: coefficients and inputs independent of the code under test.
@@ -59,8 +59,8 @@ pub fn tables(n: usize, h: usize, r: usize, seed: u64) -> Tables {
     }
 }
 
-/// A mechanism over `t` with σ = 0.7, sens = 1.3 and clip norm `clip_norm`.
-pub fn mechanism<'a>(t: &'a Tables, workload: Workload<'a>, clip_norm: f64) -> Mechanism<'a> {
+/// A mechanism over `t` with σ = 0.7, sens = 1.3 and clip norm `clip_norm`, validated.
+pub fn mechanism<'a>(t: &'a Tables, workload: Workload<'a>, clip_norm: f64) -> Validated<'a> {
     Mechanism {
         header: Header {
             workload,
@@ -92,10 +92,12 @@ pub fn mechanism<'a>(t: &'a Tables, workload: Workload<'a>, clip_norm: f64) -> M
             right: F32Table::new(&t.right).unwrap(),
         }),
     }
+    .validate()
+    .expect("valid tables")
 }
 
 /// A zeroed workspace for a banded stream of `dim` coordinates of `m`.
-pub fn workspace(m: &Mechanism<'_>, dim: usize) -> Vec<f32> {
+pub fn workspace(m: &Validated<'_>, dim: usize) -> Vec<f32> {
     let len = mfc_runtime::Stream::<mfc_runtime::ChaChaNoise>::workspace_len(m, dim);
     vec![0.0; len.expect("a banded mechanism and a valid dimension")]
 }

@@ -12,7 +12,7 @@
 
 use mfc_runtime::checkpoint::{BlobFingerprint, MAGIC, ReleaseCounter, VERSION, epoch_noise};
 use mfc_runtime::formats::Workload;
-use mfc_runtime::{ChaChaNoise, Error, Mechanism, Stream};
+use mfc_runtime::{ChaChaNoise, Error, Stream, Validated};
 
 use super::{DIM, advance};
 
@@ -56,12 +56,12 @@ pub fn reframe(bytes: &[u8]) -> Vec<u8> {
 }
 
 /// Blob `index` of [`BLOBS`], parsed, with its fingerprint.
-fn load(index: usize) -> (Mechanism<'static>, BlobFingerprint<'static>) {
+fn load(index: usize) -> (Validated<'static>, BlobFingerprint<'static>) {
     BlobFingerprint::load(BLOBS[index]).expect("the checkpoint fuzz blobs are valid")
 }
 
 fn fresh<'w>(
-    mechanism: Mechanism<'static>,
+    mechanism: Validated<'static>,
     workspace: &'w mut [f32],
 ) -> Stream<'static, 'w, ChaChaNoise> {
     let noise = epoch_noise(&ROOT, &ReleaseCounter::new(EPOCH, 0)).expect("epoch 1 is keyed");

@@ -11,7 +11,9 @@
 
 pub mod checkpoint;
 
-use mfc_formats::{CHECKSUM_LEN, Error as BlobError, FORMAT_VERSION, MAGIC, Mechanism, PREFIX_LEN};
+use mfc_formats::{
+    CHECKSUM_LEN, Error as BlobError, FORMAT_VERSION, MAGIC, Mechanism, PREFIX_LEN, Validated,
+};
 use mfc_runtime::formats::{Decoder, Workload};
 use mfc_runtime::{BltStream, ChaChaNoise, Error, FftStream, Stream};
 
@@ -134,6 +136,20 @@ pub fn refused_calls(stream: &mut impl Replay, prefix_sum: bool) {
             stream.step(&[1.0, f32::NAN, 0.0], &mut out),
             Err(Error::NonFiniteInput { index: 1 })
         );
+        assert_eq!(
+            stream.step_examples(&row[..DIM - 1], &mut out),
+            Err(Error::ExamplesShape {
+                dim: DIM,
+                len: DIM - 1
+            })
+        );
+        let mut examples = [0.0f32; 2 * DIM];
+        examples[..DIM].copy_from_slice(&row);
+        examples[DIM + 2] = f32::INFINITY;
+        assert_eq!(
+            stream.step_examples(&examples, &mut out),
+            Err(Error::NonFiniteInput { index: DIM + 2 })
+        );
     }
     if let Some(refused) = stream.step_noise(&mut short) {
         assert!(refused.is_err());
@@ -166,7 +182,7 @@ fn refusal_is_expected(e: Error, mechanism: &Mechanism<'_>) -> bool {
 /// share their constructors' signatures).
 macro_rules! replay_as {
     ($stream:ident, $mechanism:expr) => {{
-        let mechanism: &Mechanism<'_> = $mechanism;
+        let mechanism: &Validated<'_> = $mechanism;
         let needed = match $stream::<ChaChaNoise>::workspace_len(mechanism, DIM) {
             Ok(needed) => needed,
             Err(e) if refusal_is_expected(e, mechanism) => return false,
@@ -227,7 +243,7 @@ macro_rules! replay_as {
 /// undisturbed stream releases, both end after exactly `n` steps (for `n ≤` [`MAX_REPLAY_STEPS`];
 /// longer streams are replayed that far), and a workspace one float short is refused. Returns
 /// whether the blob was replayed: `false` if the runtime refused it with an expected error.
-pub fn replay(mechanism: &Mechanism<'_>) -> bool {
+pub fn replay(mechanism: &Validated<'_>) -> bool {
     match mechanism.decoder {
         Decoder::BandedLowRank(_) => replay_as!(Stream, mechanism),
         Decoder::Fft(_) => replay_as!(FftStream, mechanism),
@@ -271,6 +287,8 @@ fn replay_streams(clean: &mut impl Replay, disturbed: &mut impl Replay, mechanis
 pub trait Replay {
     /// `step`: clip, sum, noise, release.
     fn step(&mut self, input: &[f32], release: &mut [f32]) -> Result<(), Error>;
+    /// `step_examples`: clip each example, sum, noise, release.
+    fn step_examples(&mut self, examples: &[f32], release: &mut [f32]) -> Result<(), Error>;
     /// `step_noise`, the noise only; `None` for a stream type without it.
     fn step_noise(&mut self, out: &mut [f32]) -> Option<Result<(), Error>>;
     /// `steps_released`.
@@ -282,6 +300,13 @@ macro_rules! impl_replay {
         impl Replay for $stream<'_, '_, ChaChaNoise> {
             fn step(&mut self, input: &[f32], release: &mut [f32]) -> Result<(), Error> {
                 $stream::step(self, input, release)
+            }
+            fn step_examples(
+                &mut self,
+                examples: &[f32],
+                release: &mut [f32],
+            ) -> Result<(), Error> {
+                $stream::step_examples(self, examples, release)
             }
             fn step_noise(&mut self, out: &mut [f32]) -> Option<Result<(), Error>> {
                 Some($stream::step_noise(self, out))
@@ -298,6 +323,9 @@ impl_replay!(Stream, FftStream);
 impl Replay for BltStream<'_, '_, ChaChaNoise> {
     fn step(&mut self, input: &[f32], release: &mut [f32]) -> Result<(), Error> {
         BltStream::step(self, input, release)
+    }
+    fn step_examples(&mut self, examples: &[f32], release: &mut [f32]) -> Result<(), Error> {
+        BltStream::step_examples(self, examples, release)
     }
     fn step_noise(&mut self, _: &mut [f32]) -> Option<Result<(), Error>> {
         None

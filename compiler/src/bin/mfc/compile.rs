@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use mfc_compiler::Error;
-use mfc_compiler::blob::{self, BlobOptions};
+use mfc_compiler::blob::{self, BlobOptions, neighbouring_factor};
 use mfc_compiler::budget;
 use mfc_compiler::calibrate::{epsilon_for_noise_multiplier, noise_multiplier_for};
 use mfc_compiler::compress::CompressOptions;
@@ -449,6 +449,7 @@ fn run_blt(
     let blt = optimize_blt(steps, args.buffers, &participation)?;
     let compiled = compile_blt(&blt, steps, args.horizon.unwrap_or(steps), &participation)?;
     let blob = blob::encode_blt(&compiled, blob_options)?;
+    let factor = neighbouring_factor(blob_options.neighbouring)?;
     let statement = PrivacyStatement::new(
         blob_options,
         &participation,
@@ -464,19 +465,28 @@ fn run_blt(
         "horizon": compiled.horizon,
         "theta": compiled.blt.theta,
         "omega": compiled.blt.omega,
-        "runtime_floats_per_coordinate": args.buffers + 1,
+        "horizon_sqrt_loss": factor * compiled.horizon_error.sqrt_loss,
+        "horizon_max_step_stddev": factor * compiled.horizon_error.max_step_stddev,
+        "horizon_final_step_stddev": factor * compiled.horizon_error.final_step_stddev,
+        "runtime_floats_per_coordinate": args.buffers + 2,
     });
+    let e = &compiled.horizon_error;
     let text = format!(
         "workload            prefix sum, BLT with {} buffers optimized for n = {steps}; the sensitivity covers {} steps\n\
          participation       {}\n\
          shipped             sqrt(L) = {:.4} over the {steps} design steps\n\
+         over all {} steps   sqrt(L) = {:.4}, max step stddev {:.4}, last {:.4}  (units of σ·ζ; the blob's error figures)\n\
          {statement}\
-         runtime memory      (m + 1)·d = {}·d floats, for any number of steps\n",
+         runtime memory      (m + 2)·d = {}·d floats, for any number of steps\n",
         args.buffers,
         compiled.horizon,
         statement.participation,
         statement.sqrt_loss,
-        args.buffers + 1
+        compiled.horizon,
+        factor * e.sqrt_loss,
+        factor * e.max_step_stddev,
+        factor * e.final_step_stddev,
+        args.buffers + 2
     );
     write_and_report(
         args,

@@ -100,7 +100,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             "banded+low-rank",
             format!("(h, r) = ({}, {})", d.band, d.rank),
             d.diagonals.as_bytes().len() + d.left.as_bytes().len() + d.right.as_bytes().len(),
-            (d.band + d.rank + 1) as usize,
+            (d.band + d.rank + 2) as usize,
             Some((d.band, d.rank)),
         ),
         Decoder::Fft(d) => (
@@ -110,14 +110,14 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
                 d.kind, d.block, d.stamps
             ),
             d.kernel.as_bytes().len() + d.generator.as_bytes().len(),
-            d.block as usize + 2,
+            d.block as usize + 3,
             None,
         ),
         Decoder::Blt(d) => (
             "blt",
             format!("{} buffers", d.buffers()),
             d.theta.as_bytes().len() + d.omega.as_bytes().len(),
-            d.buffers() + 1,
+            d.buffers() + 2,
             None,
         ),
         _ => ("unknown", String::new(), 0, 0, None),
@@ -206,7 +206,10 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         },
         None => println!("noise multiplier    not calibrated"),
     }
-    print!("error (σ = ζ = 1)   sqrt(L) = {:.4}", h.error.sqrt_loss);
+    print!(
+        "error (σ = ζ = 1)   over all n = {} steps: sqrt(L) = {:.4}",
+        h.steps, h.error.sqrt_loss
+    );
     if let Some(opt) = h.error.optimal_sqrt_loss {
         print!(" (optimum {opt:.4})");
     }

@@ -89,13 +89,18 @@ fn noise(seed: Option<&str>) -> Result<ChaChaNoise, Box<dyn std::error::Error>> 
     let Some(hex) = seed else {
         return Ok(ChaChaNoise::from_os_entropy()?);
     };
-    let bad = || Error::InvalidOption("--seed must be 64 hexadecimal digits".into());
-    if hex.len() != 64 {
-        return Err(bad().into());
+    // Checked as characters before any slicing: 64 bytes need not be 64 characters.
+    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(Error::InvalidOption(format!(
+            "--seed must be 64 hexadecimal digits (0-9, a-f, A-F), got `{hex}` ({} characters)",
+            hex.chars().count()
+        ))
+        .into());
     }
     let mut key = [0u8; 32];
-    for (i, byte) in key.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).map_err(|_| bad())?;
+    for (byte, pair) in key.iter_mut().zip(hex.as_bytes().chunks_exact(2)) {
+        let digit = |b: u8| char::from(b).to_digit(16).unwrap_or(0) as u8;
+        *byte = digit(pair[0]) << 4 | digit(pair[1]);
     }
     Ok(ChaChaNoise::from_seed(key)?)
 }
