@@ -4,6 +4,8 @@
 //! writes a versioned `.mfc` blob. The `mfc` binary is thin glue over this library.
 
 pub mod banded;
+pub mod banded_toeplitz;
+pub mod bandmf;
 pub mod blob;
 pub mod budget;
 pub mod calibrate;

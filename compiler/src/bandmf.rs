@@ -1,0 +1,368 @@
+//! The BandMF form, from the optimizer to what a blob stores (`formats/SPEC.md`, decoder 3):
+//! a banded lower-triangular encoder `C` with `b̂` bands (Choquette-Choo et al. 2023b,
+//! "(Amplified) Banded Matrix Factorizations"), either general (`n × b̂` coefficients,
+//! [`crate::banded`]) or banded Toeplitz (`b̂` coefficients, McKenna 2025,
+//! [`crate::banded_toeplitz`]).
+//!
+//! The device adds `w = C⁻¹z` to the clipped inputs by forward substitution and releases
+//! `S(x + w)` for the prefix sum, or `x_t + w_t` for another workload, whose matrix `A` the
+//! caller applies itself (a training loop's optimizer): the mechanism `A(x + C⁻¹z)` with decoder
+//! `B = A C⁻¹` either way.
+//!
+//! The pipeline: the banded Toeplitz optimum (always: it is cheap, and it starts the general
+//! optimizer); for the general form, [`optimize_banded`] from it; then the encoder is scaled to
+//! sensitivity 1, rounded to `f32`, and its sensitivity computed again **from the stored
+//! coefficients** — exactly, since with `b̂ ≤ b` one record's columns are orthogonal
+//! ([`OrthogonalColumns`](SensitivityMethod::OrthogonalColumns); single participation:
+//! [`MaxColumnNorm`](SensitivityMethod::MaxColumnNorm)).
+//!
+//! # Choosing `b̂`
+//!
+//! Under `b̂ ≤ b` more bands never raise the optimal loss (the encoders with fewer bands are
+//! among those with more), but each band costs the device `d` floats and `d` multiply-adds per
+//! step. [`Bands::Auto`] tries `b̂ = 1, 2, 4, …` and the largest allowed value
+//! `min(b, n, max)`, each Toeplitz optimum started from the previous one, and keeps the fewest
+//! bands whose `√L` is within [`AUTO_TOLERANCE`] of the best tried.
+
+use faer::Mat;
+use mfc_formats::SensitivityMethod;
+
+use crate::banded::{BandedEncoder, BandedOptions, optimize_banded};
+use crate::banded_toeplitz::{ToeplitzOptions, ToeplitzProblem, optimize};
+use crate::participation::Participation;
+use crate::workload::Workload;
+use crate::{Error, Result};
+
+/// General banded or banded Toeplitz.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BandMfKind {
+    /// `n × b̂` free coefficients (`O(n²·b̂)` per evaluation of the loss).
+    General,
+    /// `b̂` coefficients shared by every column (`O(n·b̂)` per evaluation for the prefix sum).
+    Toeplitz,
+}
+
+/// How many bands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bands {
+    /// Exactly this many (`1 ≤ b̂ ≤ min(b, n)`).
+    Fixed(usize),
+    /// Chosen by loss (module docs), at most `max`.
+    Auto {
+        /// The most bands tried: the device keeps `(b̂ + 1)·d` floats.
+        max: usize,
+    },
+}
+
+/// `auto` keeps the fewest bands within this relative `√L` of the best tried.
+pub const AUTO_TOLERANCE: f64 = 0.01;
+
+/// What [`compile_bandmf`] builds.
+#[derive(Debug, Clone)]
+pub struct BandMfOptions {
+    /// The participation schema the encoder is optimized and its sensitivity computed for.
+    pub participation: Participation,
+    /// General or Toeplitz.
+    pub kind: BandMfKind,
+    /// `b̂`, or how to choose it.
+    pub bands: Bands,
+    /// The banded Toeplitz optimizer.
+    pub toeplitz: ToeplitzOptions,
+    /// The general banded optimizer.
+    pub banded: BandedOptions,
+}
+
+impl Default for BandMfOptions {
+    fn default() -> Self {
+        Self {
+            participation: Participation::Single,
+            kind: BandMfKind::Toeplitz,
+            bands: Bands::Auto { max: 256 },
+            toeplitz: ToeplitzOptions::default(),
+            banded: BandedOptions::default(),
+        }
+    }
+}
+
+/// A compiled BandMF encoder, every coefficient an `f32`, with the error of exactly those
+/// coefficients.
+#[derive(Debug, Clone)]
+pub struct CompiledBandMf {
+    /// General or Toeplitz.
+    pub kind: BandMfKind,
+    /// The horizon `n`.
+    pub steps: usize,
+    /// `b̂`.
+    pub bands: usize,
+    /// What the blob stores: Toeplitz, `c_0 … c_{b̂−1}`; general, `n × b̂` row-major with entry
+    /// `(i, l) = C[i, i−l]` (`+0.0` where `l > i`).
+    pub coefficients: Vec<f64>,
+    /// The participation schema.
+    pub participation: Participation,
+    /// `sens(C)` of the stored coefficients under `participation` (≈ 1 after scaling).
+    pub sensitivity: f64,
+    /// `MaxColumnNorm` or `OrthogonalColumns`, both exact.
+    pub sensitivity_method: SensitivityMethod,
+    /// `sqrt(L)` of what ships: `sens·‖A C⁻¹‖_F`.
+    pub sqrt_loss: f64,
+    /// `sens²·‖(A C⁻¹)[i,:]‖²` for every step.
+    pub per_step_variance: Vec<f64>,
+    /// `(b̂, √L)` of every banded Toeplitz optimum computed, in the order tried.
+    pub tried: Vec<(usize, f64)>,
+    /// `√L` of the banded Toeplitz encoder the general optimizer started from (general only).
+    pub toeplitz_sqrt_loss: Option<f64>,
+}
+
+impl CompiledBandMf {
+    /// The dense encoder `C` as stored (`n × n`).
+    pub fn encoder(&self) -> Mat<f64> {
+        self.banded().to_dense()
+    }
+
+    /// The stored encoder as a [`BandedEncoder`] (column layout).
+    pub fn banded(&self) -> BandedEncoder {
+        let (n, h) = (self.steps, self.bands);
+        match self.kind {
+            BandMfKind::Toeplitz => BandedEncoder::toeplitz(&self.coefficients, n),
+            BandMfKind::General => {
+                let mut columns = vec![0.0; n * h];
+                for i in 0..n {
+                    for l in 0..h.min(i + 1) {
+                        columns[(i - l) * h + l] = self.coefficients[i * h + l];
+                    }
+                }
+                BandedEncoder {
+                    steps: n,
+                    bands: h,
+                    columns,
+                }
+            }
+        }
+    }
+}
+
+/// The band counts `auto` tries: powers of two below `most`, then `most`.
+fn auto_candidates(most: usize) -> Vec<usize> {
+    let mut out: Vec<usize> = std::iter::successors(Some(1usize), |b| b.checked_mul(2))
+        .take_while(|&b| b < most)
+        .collect();
+    out.push(most);
+    out
+}
+
+/// `x` rounded to `f32` (then exact in `f64`).
+fn round(x: f64) -> f64 {
+    f64::from(x as f32)
+}
+
+/// Optimizes, scales, rounds and measures a BandMF encoder for `workload` over `steps` steps.
+/// `progress` gets a description of the current optimization and its loss.
+pub fn compile_bandmf(
+    workload: &Workload,
+    steps: usize,
+    options: &BandMfOptions,
+    progress: &mut dyn FnMut(&str, f64),
+) -> Result<CompiledBandMf> {
+    let participation = options.participation;
+    let problem = ToeplitzProblem::new(workload, steps, &participation)?;
+    let most = participation.separation().unwrap_or(steps).min(steps);
+    let mut tried = Vec::new();
+    let (bands, c) = match options.bands {
+        Bands::Fixed(bands) => {
+            problem.check_bands(bands)?;
+            let c = optimize(&problem, bands, None, &options.toeplitz, &mut |_, l| {
+                progress(&format!("banded Toeplitz, {bands} bands"), l)
+            })?;
+            tried.push((bands, problem.error(&c)?.loss.sqrt()));
+            (bands, c)
+        }
+        Bands::Auto { max } => {
+            if max == 0 {
+                return Err(Error::InvalidOption(
+                    "the most bands auto may choose must be at least 1, got 0".into(),
+                ));
+            }
+            let mut optima: Vec<Vec<f64>> = Vec::new();
+            for bands in auto_candidates(most.min(max)) {
+                let c = optimize(
+                    &problem,
+                    bands,
+                    optima.last().map(Vec::as_slice),
+                    &options.toeplitz,
+                    &mut |_, l| progress(&format!("auto: banded Toeplitz, {bands} bands"), l),
+                )?;
+                tried.push((bands, problem.error(&c)?.loss.sqrt()));
+                optima.push(c);
+            }
+            let best = tried.iter().map(|t| t.1).fold(f64::INFINITY, f64::min);
+            let pick = tried
+                .iter()
+                .position(|t| t.1 <= best * (1.0 + AUTO_TOLERANCE))
+                .unwrap_or(tried.len() - 1);
+            (tried[pick].0, optima.swap_remove(pick))
+        }
+    };
+    let toeplitz_sqrt_loss = tried.iter().find(|t| t.0 == bands).map(|t| t.1);
+    match options.kind {
+        BandMfKind::Toeplitz => {
+            let scale = problem.sensitivity(&c)?.value;
+            let stored: Vec<f64> = c.iter().map(|x| round(x / scale)).collect();
+            if stored[0] == 0.0 {
+                return Err(Error::Numerical(
+                    "the Toeplitz encoder's c_0 rounds to zero".into(),
+                ));
+            }
+            let sens = problem.sensitivity(&stored)?;
+            let error = problem.error(&stored)?;
+            Ok(CompiledBandMf {
+                kind: BandMfKind::Toeplitz,
+                steps,
+                bands,
+                coefficients: stored,
+                participation,
+                sensitivity: sens.value,
+                sensitivity_method: sens.method,
+                sqrt_loss: error.loss.sqrt(),
+                per_step_variance: error.per_step_variance,
+                tried,
+                toeplitz_sqrt_loss: None,
+            })
+        }
+        BandMfKind::General => {
+            let a = workload.matrix(steps)?;
+            let start = BandedEncoder::toeplitz(&c, steps);
+            let encoder = optimize_banded(
+                a.as_ref(),
+                start,
+                &participation,
+                &options.banded,
+                &mut |round, iteration, value| {
+                    progress(
+                        &format!(
+                            "general banded, {bands} bands: round {}, iteration {iteration}",
+                            round + 1
+                        ),
+                        value,
+                    )
+                },
+            )?;
+            let scale = encoder.sensitivity(&participation)?;
+            let coefficients: Vec<f64> = (0..steps * bands)
+                .map(|q| {
+                    let (i, l) = (q / bands, q % bands);
+                    if l > i {
+                        0.0
+                    } else {
+                        round(encoder.entry(i - l, l) / scale)
+                    }
+                })
+                .collect();
+            let mut compiled = CompiledBandMf {
+                kind: BandMfKind::General,
+                steps,
+                bands,
+                coefficients,
+                participation,
+                sensitivity: 0.0,
+                sensitivity_method: SensitivityMethod::OrthogonalColumns,
+                sqrt_loss: 0.0,
+                per_step_variance: Vec::new(),
+                tried,
+                toeplitz_sqrt_loss,
+            };
+            let stored = compiled.banded();
+            let sens = stored.sensitivity(&participation)?;
+            let decoder = stored.decoder(a.as_ref())?;
+            compiled.per_step_variance = (0..steps)
+                .map(|i| sens * sens * decoder.row(i).squared_norm_l2())
+                .collect();
+            compiled.sqrt_loss = compiled.per_step_variance.iter().sum::<f64>().sqrt();
+            compiled.sensitivity = sens;
+            compiled.sensitivity_method = match participation {
+                Participation::Single => SensitivityMethod::MaxColumnNorm,
+                _ => SensitivityMethod::OrthogonalColumns,
+            };
+            Ok(compiled)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What ships is what was measured: every coefficient an `f32`, the recorded sensitivity a
+    /// brute force over every pattern and sign vector of the stored dense encoder, the loss
+    /// `sens²‖A C⁻¹‖_F²` from a dense solve; the general form is no worse than the Toeplitz
+    /// optimum it starts from; `auto` picks the fewest bands within the tolerance.
+    #[test]
+    fn shipped_encoders_match_dense_references() {
+        let n = 24;
+        let momentum = Workload::Momentum {
+            momentum: 0.9,
+            schedule: crate::workload::Schedule::Cooldown {
+                steps: 6,
+                final_rate: 0.1,
+            },
+        };
+        for workload in [Workload::PrefixSum, momentum] {
+            let a = workload.matrix(n).unwrap();
+            for participation in [
+                Participation::Single,
+                Participation::min_separation(3, 6).unwrap(),
+                Participation::fixed_epoch_order(4, 6).unwrap(),
+            ] {
+                for kind in [BandMfKind::Toeplitz, BandMfKind::General] {
+                    let options = BandMfOptions {
+                        participation,
+                        kind,
+                        bands: Bands::Fixed(4),
+                        ..BandMfOptions::default()
+                    };
+                    let compiled = compile_bandmf(&workload, n, &options, &mut |_, _| {}).unwrap();
+                    assert!(compiled.coefficients.iter().all(|&x| round(x) == x));
+                    let c = compiled.encoder();
+                    let brute =
+                        crate::participation::brute_force_sensitivity(c.as_ref(), &participation)
+                            .unwrap();
+                    assert!(
+                        (compiled.sensitivity - brute).abs() <= 1e-12 * brute,
+                        "{kind:?} {participation:?}: {} vs {brute}",
+                        compiled.sensitivity
+                    );
+                    assert!((compiled.sensitivity - 1.0).abs() < 1e-6);
+                    let mut inverse = Mat::<f64>::identity(n, n);
+                    c.solve_lower_triangular_in_place(inverse.as_mut());
+                    let loss = brute * brute * (&a * &inverse).squared_norm_l2();
+                    assert!(
+                        (compiled.sqrt_loss.powi(2) - loss).abs() <= 1e-9 * loss,
+                        "{kind:?} {participation:?}"
+                    );
+                    if kind == BandMfKind::General {
+                        let toeplitz = compiled.toeplitz_sqrt_loss.unwrap();
+                        assert!(compiled.sqrt_loss <= toeplitz * (1.0 + 1e-6));
+                    }
+                }
+            }
+        }
+        let options = BandMfOptions {
+            participation: Participation::min_separation(2, 16).unwrap(),
+            bands: Bands::Auto { max: 12 },
+            ..BandMfOptions::default()
+        };
+        let compiled = compile_bandmf(&Workload::PrefixSum, 40, &options, &mut |_, _| {}).unwrap();
+        let tried: Vec<usize> = compiled.tried.iter().map(|t| t.0).collect();
+        assert_eq!(tried, [1, 2, 4, 8, 12]);
+        let best = compiled
+            .tried
+            .iter()
+            .map(|t| t.1)
+            .fold(f64::INFINITY, f64::min);
+        let pick = compiled
+            .tried
+            .iter()
+            .find(|t| t.1 <= best * (1.0 + AUTO_TOLERANCE))
+            .unwrap();
+        assert_eq!(compiled.bands, pick.0);
+    }
+}
