@@ -62,7 +62,8 @@ pub enum Error {
         /// The index of the coefficient in the table.
         index: u32,
     },
-    /// The padding of the diagonal table (entries above the matrix) is not zero.
+    /// The padding of a band table (entries left of column 0: decoder 0's diagonals, decoder
+    /// 3's general encoder) is not zero.
     NonZeroPadding {
         /// The row whose padding is non-zero.
         step: u32,
@@ -70,6 +71,11 @@ pub enum Error {
     /// The decoder's main diagonal has a zero: the decoder is not invertible, so no encoder exists.
     SingularDecoder {
         /// The row with a zero diagonal entry.
+        step: u32,
+    },
+    /// The encoder of a BandMF form has a zero diagonal entry: it is not invertible.
+    SingularEncoder {
+        /// The row with a zero diagonal entry (0 for a Toeplitz encoder's `c_0`).
         step: u32,
     },
     /// Writing: the output buffer is too small, or the encoding failed.
@@ -116,6 +122,9 @@ impl fmt::Display for Error {
             }
             Error::SingularDecoder { step } => {
                 write!(f, "decoder has a zero diagonal entry at step {step}")
+            }
+            Error::SingularEncoder { step } => {
+                write!(f, "encoder has a zero diagonal entry at step {step}")
             }
             Error::BufferTooSmall => f.write_str("output buffer too small for the blob"),
         }

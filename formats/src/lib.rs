@@ -31,8 +31,9 @@ pub use error::Error;
 use mechanism::Extension;
 pub use mechanism::MAX_BLT_BUFFERS;
 pub use mechanism::{
-    BandedLowRank, Blt, Calibration, Decoder, ErrorSummary, Fft, FftKind, Header, Mechanism,
-    Neighbouring, Participation, PrivacyTarget, Sensitivity, SensitivityMethod, Validated,
+    BandMf, BandMfKind, BandedLowRank, Blt, Calibration, Decoder, ErrorSummary, Fft, FftKind,
+    Header, Mechanism, Neighbouring, Participation, PrivacyTarget, Sensitivity, SensitivityMethod,
+    Validated,
     Workload,
 };
 pub use table::F32Table;

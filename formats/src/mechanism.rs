@@ -262,6 +262,94 @@ pub enum Decoder<'a> {
     /// `r_k = Σ_j ω_j θ_j^{k−1}`, replayed with `m` buffers per coordinate.
     #[serde(borrow)]
     Blt(Blt<'a>),
+    /// BandMF (Choquette-Choo et al. 2023b; McKenna 2025): the banded lower-triangular
+    /// *encoder* `C` with `b̂` bands, general or Toeplitz; the runtime adds `w = C⁻¹z` to the
+    /// clipped inputs by forward substitution (`SPEC.md`, decoder 3).
+    #[serde(borrow)]
+    BandMf(BandMf<'a>),
+}
+
+/// Which banded encoder a [`BandMf`] form stores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum BandMfKind {
+    /// `n × b̂` coefficients: row `i` holds `C[i, i], C[i, i−1], …, C[i, i−b̂+1]`.
+    General,
+    /// `b̂` coefficients `c_0 … c_{b̂−1}` shared by every row: `C[i, i−l] = c_l`.
+    Toeplitz,
+}
+
+/// The BandMF form: a lower-triangular banded encoder `C` (`C[i, j] = 0` unless
+/// `0 ≤ i − j < b̂`). Step `t` computes `w_t = (z_t − Σ_{l=1}^{b̂−1} C[t, t−l] w_{t−l}) / C[t, t]`
+/// and releases the running sum of `clip(x) + σζ·sens·w` for the prefix sum, or
+/// `clip(x_t) + σζ·sens·w_t` for another workload (the caller applies `A`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct BandMf<'a> {
+    /// General or Toeplitz.
+    pub kind: BandMfKind,
+    /// `b̂`, `1 ≤ b̂ ≤ n`: diagonals of `C`, the main one included.
+    pub bands: u32,
+    /// General: `n × b̂` row-major, entry `(i, l) = C[i, i−l]`, `+0.0` where `l > i`;
+    /// Toeplitz: `c_0 … c_{b̂−1}`. Every `C[i, i]` is non-zero.
+    #[serde(borrow)]
+    pub encoder: F32Table<'a>,
+}
+
+impl<'a> BandMf<'a> {
+    /// `b̂`.
+    pub fn bands(&self) -> usize {
+        self.bands as usize
+    }
+
+    /// The `b̂` coefficients of row `i`: `C[i, i], C[i, i−1], …, C[i, i−b̂+1]` (entries left of
+    /// column 0 are zero in the general form; the Toeplitz form has the same row everywhere).
+    #[inline]
+    pub fn row(&self, step: usize) -> Option<F32Table<'a>> {
+        let h = self.bands();
+        match self.kind {
+            BandMfKind::General => self.encoder.slice(step.checked_mul(h)?, h),
+            BandMfKind::Toeplitz => Some(self.encoder),
+        }
+    }
+
+    fn validate(&self, steps: u32) -> Result<(), Error> {
+        if self.bands == 0 || self.bands > steps {
+            return Err(Error::InvalidField {
+                field: "decoder.bands",
+            });
+        }
+        match self.kind {
+            BandMfKind::Toeplitz => {
+                check_table("decoder.encoder", self.encoder, self.bands, 1)?;
+                if self.encoder.get(0) == Some(0.0) {
+                    return Err(Error::SingularEncoder { step: 0 });
+                }
+            }
+            BandMfKind::General => {
+                check_table("decoder.encoder", self.encoder, steps, self.bands)?;
+                let h = self.bands();
+                for (i, row) in self.encoder.as_bytes().chunks_exact(4 * h).enumerate() {
+                    let coefficient = |l: usize| {
+                        f32::from_le_bytes([
+                            row[4 * l],
+                            row[4 * l + 1],
+                            row[4 * l + 2],
+                            row[4 * l + 3],
+                        ])
+                    };
+                    if coefficient(0) == 0.0 {
+                        return Err(Error::SingularEncoder { step: i as u32 });
+                    }
+                    if (i + 1..h).any(|l| coefficient(l).to_bits() != 0) {
+                        return Err(Error::NonZeroPadding { step: i as u32 });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The BLT form: the noise of step `t` is `Σ_{u ≤ t} w_u` with `w = C⁻¹ z`, computed as
@@ -547,6 +635,7 @@ impl<'a> Mechanism<'a> {
             Decoder::BandedLowRank(d) => d.validate(h.steps),
             Decoder::Fft(d) => d.validate(h.steps),
             Decoder::Blt(d) => d.validate(),
+            Decoder::BandMf(d) => d.validate(h.steps),
         }
     }
 }
