@@ -232,3 +232,46 @@ pub fn encode_blt(
     };
     Ok(mechanism.to_vec()?)
 }
+
+/// Encodes a compiled BandMF encoder (`formats/SPEC.md`, decoder 3) for `workload`: the stored
+/// coefficients are the `f32` values the sensitivity was computed from. Workloads other than the
+/// prefix sum are stored as `Custom` with their label; the runtime then releases `x_t + w_t` and
+/// the caller applies `A`.
+pub fn encode_bandmf(
+    compiled: &crate::bandmf::CompiledBandMf,
+    workload: &Workload,
+    options: &BlobOptions,
+) -> Result<Vec<u8>> {
+    use crate::bandmf::BandMfKind;
+    let too_long = |what: &str| Error::InvalidOption(format!("{what} exceeds 2^32 − 1"));
+    let steps = u32::try_from(compiled.steps).map_err(|_| too_long("the horizon"))?;
+    let bands = u32::try_from(compiled.bands).map_err(|_| too_long("the number of bands"))?;
+    let encoder = exact_f32(&compiled.coefficients)?;
+    let label = workload.label();
+    let stored_workload = match workload {
+        Workload::PrefixSum => StoredWorkload::PrefixSum,
+        Workload::Momentum { .. } | Workload::Custom { .. } => {
+            StoredWorkload::Custom { label: &label }
+        }
+    };
+    let shipped = Shipped {
+        participation: &compiled.participation,
+        sensitivity: compiled.sensitivity,
+        method: compiled.sensitivity_method,
+        sqrt_loss: compiled.sqrt_loss,
+        optimal_sqrt_loss: None,
+        step_stddev: step_stddev(&compiled.per_step_variance),
+    };
+    let mechanism = Mechanism {
+        header: header(stored_workload, steps, shipped, options)?,
+        decoder: Decoder::BandMf(mfc_formats::BandMf {
+            kind: match compiled.kind {
+                BandMfKind::General => mfc_formats::BandMfKind::General,
+                BandMfKind::Toeplitz => mfc_formats::BandMfKind::Toeplitz,
+            },
+            bands,
+            encoder: table(&encoder)?,
+        }),
+    };
+    Ok(mechanism.to_vec()?)
+}

@@ -33,8 +33,7 @@ pub use mechanism::MAX_BLT_BUFFERS;
 pub use mechanism::{
     BandMf, BandMfKind, BandedLowRank, Blt, Calibration, Decoder, ErrorSummary, Fft, FftKind,
     Header, Mechanism, Neighbouring, Participation, PrivacyTarget, Sensitivity, SensitivityMethod,
-    Validated,
-    Workload,
+    Validated, Workload,
 };
 pub use table::F32Table;
 #[cfg(feature = "alloc")]

@@ -42,6 +42,11 @@
 //! the stream's [`NoiseSource`] regenerates ([`Error::CheckpointKeyMismatch`]). Resuming under a
 //! different decoder would release noise `B̂ z` of no analysed `B̂`.
 //!
+//! The same rules, wire format and methods hold for [`BandMfStream`] (decoder 3), whose ring
+//! holds `w = C⁻¹z` rather than `z`: its newest row `w_{t−1}` is recomputed from the regenerated
+//! `z_{t−1}` and the `b̂ − 1` rows before it, with the step's own operations, and must match bit
+//! for bit.
+//!
 //! ```
 //! use mfc_runtime::{BlobFingerprint, Error, ReleaseCounter, Stream, epoch_noise};
 //! # use mfc_runtime::formats::*;
@@ -93,6 +98,10 @@
 //!       whole row (bool), h, r (varint u32), epoch (varint u64), step (varint u32)
 //! ```
 //!
+//! A [`BandMfStream`]'s checkpoint has the same frame and head with `h = b̂`, `r = 0`, then
+//! `b̂·d` f32 — ring slots `0..b̂`, slot `t mod b̂` holding `w_t` — and, for the prefix sum, the
+//! running sum and its compensation (`2·d` f32): `14 + ≤ 50 + 4·(b̂ + 2)·d + 4` bytes.
+//!
 //! The frame is checked (magic, version, length, checksum) before the payload is parsed; bytes
 //! after the checksum are ignored, so a whole flash slot may be passed. Version 1 (before the
 //! compensation) is refused with [`Error::UnsupportedCheckpointVersion`]: its sum alone would
@@ -104,8 +113,9 @@ use chacha20::ChaCha20Rng;
 use rand_core::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use mfc_formats::{BandedLowRank, Decoder, Mechanism, Validated};
+use mfc_formats::{Decoder, F32Table, Mechanism, Validated};
 
+use crate::bandmf::{BandMfStream, forward_substitution};
 use crate::noise::{ChaChaNoise, KEY_WORD, NoiseSource};
 use crate::{Error, Stream};
 
@@ -176,7 +186,7 @@ impl ReleaseCounter {
     /// `stream.steps_released()`. Persist the counter after the checkpoint and before the
     /// release leaves the device. Refuses ([`Error::StaleCheckpoint`], counter untouched) a
     /// stream behind the counter: its steps were released already.
-    pub fn record<N: NoiseSource>(&mut self, stream: &Stream<'_, '_, N>) -> Result<(), Error> {
+    pub fn record(&mut self, stream: &impl Resumable) -> Result<(), Error> {
         let step = stream.steps_released();
         if step < self.released {
             return Err(Error::StaleCheckpoint {
@@ -243,7 +253,7 @@ pub fn epoch_noise(root: &[u8; 32], counter: &ReleaseCounter) -> Result<ChaChaNo
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct BlobFingerprint<'m> {
     crc32: u32,
-    decoder: BandedLowRank<'m>,
+    decoder: Decoder<'m>,
     steps: u32,
     clip_norm: f32,
 }
@@ -251,11 +261,13 @@ pub struct BlobFingerprint<'m> {
 impl<'m> BlobFingerprint<'m> {
     /// Parses and validates a blob ([`Mechanism::from_bytes`]) and fingerprints it with the
     /// CRC-32 stored in it — which the parse has just verified, so this costs nothing more.
+    /// Refuses the forms without checkpoints (FFT, BLT) with [`Error::UnsupportedDecoder`].
     pub fn load(blob: &'m [u8]) -> Result<(Validated<'m>, Self), Error> {
         let mechanism = Mechanism::from_bytes(blob)?;
-        let Decoder::BandedLowRank(decoder) = mechanism.decoder else {
+        let decoder = mechanism.decoder;
+        if !matches!(decoder, Decoder::BandedLowRank(_) | Decoder::BandMf(_)) {
             return Err(Error::UnsupportedDecoder);
-        };
+        }
         let crc32 = blob
             .len()
             .checked_sub(mfc_formats::CHECKSUM_LEN)
@@ -279,19 +291,178 @@ impl<'m> BlobFingerprint<'m> {
 
     /// Whether `stream` replays this blob: same decoder (the same bytes in place, or equal
     /// tables), horizon and clip norm.
-    fn describes<N: NoiseSource>(&self, stream: &Stream<'_, '_, N>) -> bool {
-        let ours = &self.decoder;
-        let theirs = stream.decoder();
-        let same = |a: mfc_formats::F32Table<'_>, b: mfc_formats::F32Table<'_>| {
+    fn describes(&self, stream: &impl Checkpointable) -> bool {
+        let same = |a: F32Table<'_>, b: F32Table<'_>| {
             core::ptr::eq(a.as_bytes(), b.as_bytes()) || a.as_bytes() == b.as_bytes()
         };
-        ours.band == theirs.band
-            && ours.rank == theirs.rank
-            && same(ours.diagonals, theirs.diagonals)
-            && same(ours.left, theirs.left)
-            && same(ours.right, theirs.right)
+        let decoder = match (&self.decoder, &stream.decoder()) {
+            (Decoder::BandedLowRank(ours), Decoder::BandedLowRank(theirs)) => {
+                ours.band == theirs.band
+                    && ours.rank == theirs.rank
+                    && same(ours.diagonals, theirs.diagonals)
+                    && same(ours.left, theirs.left)
+                    && same(ours.right, theirs.right)
+            }
+            (Decoder::BandMf(ours), Decoder::BandMf(theirs)) => {
+                ours.kind == theirs.kind
+                    && ours.bands == theirs.bands
+                    && same(ours.encoder, theirs.encoder)
+            }
+            _ => false,
+        };
+        decoder
             && self.steps == stream.horizon()
             && self.clip_norm.to_bits() == stream.clip_norm().to_bits()
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A stream with checkpoints: [`Stream`] (banded plus low rank) and [`BandMfStream`]. Sealed;
+/// what [`ReleaseCounter::record`] reads.
+pub trait Resumable: sealed::Sealed {
+    /// Steps computed so far.
+    fn steps_released(&self) -> u32;
+}
+
+/// What [`checkpoint`](Stream::checkpoint) and [`restore`](Stream::restore) need of a stream.
+pub(crate) trait Checkpointable: Resumable {
+    fn decoder(&self) -> Decoder<'_>;
+    fn horizon(&self) -> u32;
+    fn clip_norm(&self) -> f32;
+    /// `σ·ζ·sens`, as the stream applies it (`f32`).
+    fn noise_scale(&self) -> f32;
+    fn dim(&self) -> usize;
+    fn offset(&self) -> u64;
+    fn whole_row(&self) -> bool;
+    /// The head's `(band, rank)`: `(h, r)`, or `(b̂, 0)` for BandMF.
+    fn shape(&self) -> (u32, u32);
+    /// The state in wire order (four parts, some possibly empty).
+    fn state(&self) -> [&[f32]; 4];
+    fn state_mut(&mut self) -> (&mut u32, [&mut [f32]; 4]);
+    /// Whether the newest noise row of a checkpoint at `step > 0`, whose state float `k` is
+    /// `word(k)`, is the one this stream's key generates (its first [`KEY_CHECK`]
+    /// coordinates, bit for bit).
+    fn key_matches(&mut self, step: u32, word: &dyn Fn(usize) -> f32) -> bool;
+}
+
+impl<N: NoiseSource> sealed::Sealed for Stream<'_, '_, N> {}
+impl<N: NoiseSource> sealed::Sealed for BandMfStream<'_, '_, N> {}
+
+impl<N: NoiseSource> Resumable for Stream<'_, '_, N> {
+    fn steps_released(&self) -> u32 {
+        Stream::steps_released(self)
+    }
+}
+
+impl<N: NoiseSource> Resumable for BandMfStream<'_, '_, N> {
+    fn steps_released(&self) -> u32 {
+        BandMfStream::steps_released(self)
+    }
+}
+
+/// The first [`KEY_CHECK`] coordinates of noise row `step` of `noise` (fewer if `dim` is).
+fn regenerate<N: NoiseSource>(
+    noise: &mut N,
+    step: usize,
+    offset: u64,
+    dim: usize,
+) -> ([f32; KEY_CHECK], usize) {
+    let mut row = [0.0f32; KEY_CHECK];
+    let len = dim.min(KEY_CHECK);
+    noise.fill_standard_normal(step as u64, offset, &mut row[..len]);
+    (row, len)
+}
+
+impl<N: NoiseSource> Checkpointable for Stream<'_, '_, N> {
+    fn decoder(&self) -> Decoder<'_> {
+        Decoder::BandedLowRank(*Stream::decoder(self))
+    }
+    fn horizon(&self) -> u32 {
+        Stream::horizon(self)
+    }
+    fn clip_norm(&self) -> f32 {
+        Stream::clip_norm(self)
+    }
+    fn noise_scale(&self) -> f32 {
+        Stream::noise_scale(self)
+    }
+    fn dim(&self) -> usize {
+        Stream::dim(self)
+    }
+    fn offset(&self) -> u64 {
+        Stream::offset(self)
+    }
+    fn whole_row(&self) -> bool {
+        Stream::whole_row(self)
+    }
+    fn shape(&self) -> (u32, u32) {
+        let d = Stream::decoder(self);
+        (d.band, d.rank)
+    }
+    fn state(&self) -> [&[f32]; 4] {
+        Stream::state(self)
+    }
+    fn state_mut(&mut self) -> (&mut u32, [&mut [f32]; 4]) {
+        Stream::state_mut(self)
+    }
+    /// The newest ring row is `z_{step−1}` itself.
+    fn key_matches(&mut self, step: u32, word: &dyn Fn(usize) -> f32) -> bool {
+        let (newest, dim, offset) = (step as usize - 1, Stream::dim(self), Stream::offset(self));
+        let slot = newest % Stream::decoder(self).band as usize;
+        let (row, len) = regenerate(self.noise_mut(), newest, offset, dim);
+        (0..len).all(|k| row[k].to_bits() == word(slot * dim + k).to_bits())
+    }
+}
+
+impl<N: NoiseSource> Checkpointable for BandMfStream<'_, '_, N> {
+    fn decoder(&self) -> Decoder<'_> {
+        Decoder::BandMf(*BandMfStream::decoder(self))
+    }
+    fn horizon(&self) -> u32 {
+        BandMfStream::horizon(self)
+    }
+    fn clip_norm(&self) -> f32 {
+        BandMfStream::clip_norm(self)
+    }
+    fn noise_scale(&self) -> f32 {
+        BandMfStream::noise_scale(self)
+    }
+    fn dim(&self) -> usize {
+        BandMfStream::dim(self)
+    }
+    fn offset(&self) -> u64 {
+        BandMfStream::offset(self)
+    }
+    fn whole_row(&self) -> bool {
+        BandMfStream::whole_row(self)
+    }
+    fn shape(&self) -> (u32, u32) {
+        (BandMfStream::decoder(self).bands, 0)
+    }
+    fn state(&self) -> [&[f32]; 4] {
+        BandMfStream::state(self)
+    }
+    fn state_mut(&mut self) -> (&mut u32, [&mut [f32]; 4]) {
+        BandMfStream::state_mut(self)
+    }
+    /// The newest ring row is `w_{step−1}`: recomputed from the regenerated `z_{step−1}` and the
+    /// ring's `b̂ − 1` rows before it, with the step's own operations.
+    fn key_matches(&mut self, step: u32, word: &dyn Fn(usize) -> f32) -> bool {
+        let decoder = *BandMfStream::decoder(self);
+        let (newest, dim, bands) = (step as usize - 1, BandMfStream::dim(self), decoder.bands());
+        let offset = BandMfStream::offset(self);
+        let (z, len) = regenerate(self.noise_mut(), newest, offset, dim);
+        let Some(row) = decoder.row(newest) else {
+            return false;
+        };
+        (0..len).all(|k| {
+            let at = |t: usize| word((t % bands) * dim + k);
+            let w = forward_substitution(z[k], row, newest, |l| at(newest - l));
+            w.to_bits() == at(newest).to_bits()
+        })
     }
 }
 
@@ -338,184 +509,200 @@ fn payload(bytes: &[u8]) -> Result<&[u8], Error> {
     Ok(&bytes[PREFIX_LEN..end])
 }
 
-impl<N: NoiseSource> Stream<'_, '_, N> {
-    /// Bytes [`checkpoint`](Self::checkpoint) may need: at most
-    /// `14 + 50 + 4·(h + r + 2)·d + 4`.
-    pub fn checkpoint_capacity(&self) -> usize {
-        PREFIX_LEN + MAX_HEAD_LEN + 4 * self.state_floats() + 4
-    }
+/// Bytes [`checkpoint`] may need: at most `14 + 50 + 4·(floats of state) + 4`.
+fn capacity(stream: &impl Checkpointable) -> usize {
+    let floats: usize = stream.state().iter().map(|part| part.len()).sum();
+    PREFIX_LEN + MAX_HEAD_LEN + 4 * floats + 4
+}
 
-    /// Floats of the state a checkpoint holds: `(h + r + 2)·d`.
-    fn state_floats(&self) -> usize {
-        self.state().iter().map(|part| part.len()).sum()
+/// [`Stream::checkpoint`] for any stream with checkpoints.
+fn checkpoint(
+    stream: &impl Checkpointable,
+    blob: &BlobFingerprint<'_>,
+    counter: &ReleaseCounter,
+    out: &mut [u8],
+) -> Result<usize, Error> {
+    if !blob.describes(stream) {
+        return Err(Error::CheckpointMismatch { field: "blob" });
     }
-
-    /// Writes the stream's state into `out` and returns the number of bytes written (a prefix of
-    /// `out`). `blob` must be the fingerprint of the blob this stream replays, `counter` the
-    /// device's counter (its epoch is recorded). Take the checkpoint after [`step`](Self::step)
-    /// and before the release leaves the device (see the [module docs](crate::checkpoint)).
-    ///
-    /// Nothing changes on error: [`Error::CheckpointMismatch`] if `blob` is not this stream's,
-    /// [`Error::StaleCheckpoint`] if the counter says more steps were released than this stream
-    /// has computed, [`Error::CheckpointBufferTooSmall`] if `out` is too short.
-    pub fn checkpoint(
-        &self,
-        blob: &BlobFingerprint<'_>,
-        counter: &ReleaseCounter,
-        out: &mut [u8],
-    ) -> Result<usize, Error> {
-        if !blob.describes(self) {
-            return Err(Error::CheckpointMismatch { field: "blob" });
-        }
-        let step = self.steps_released();
-        if step < counter.released {
-            return Err(Error::StaleCheckpoint {
-                step,
-                released: counter.released,
-            });
-        }
-        let state = self.state();
-        let decoder = self.decoder();
-        let head = Head {
-            blob_crc32: blob.crc32,
-            noise_scale: self.noise_scale(),
-            dim: u32::try_from(self.dim()).map_err(|_| Error::InvalidDimension)?,
-            offset: self.offset(),
-            whole_row: self.whole_row(),
-            band: decoder.band,
-            rank: decoder.rank,
-            epoch: counter.epoch,
+    let step = stream.steps_released();
+    if step < counter.released {
+        return Err(Error::StaleCheckpoint {
             step,
-        };
-        let too_small = Error::CheckpointBufferTooSmall {
-            needed: self.checkpoint_capacity(),
-            found: out.len(),
-        };
-        let body = out.get_mut(PREFIX_LEN..).ok_or(too_small)?;
-        let head_len = postcard::to_slice(&head, body)
-            .map_err(|_| too_small)?
-            .len();
-        let floats = state.iter().flat_map(|part| part.iter());
-        let length = head_len + 4 * self.state_floats();
-        let end = PREFIX_LEN + length;
-        if out.len() < end + 4 {
-            return Err(too_small);
-        }
-        for (word, x) in out[PREFIX_LEN + head_len..end]
-            .chunks_exact_mut(4)
-            .zip(floats)
-        {
-            word.copy_from_slice(&x.to_le_bytes());
-        }
-        out[..8].copy_from_slice(&MAGIC);
-        out[8..10].copy_from_slice(&VERSION.to_le_bytes());
-        let declared = u32::try_from(length).map_err(|_| too_small)?;
-        out[10..14].copy_from_slice(&declared.to_le_bytes());
-        let crc = checksum(&out[..end]);
-        out[end..end + 4].copy_from_slice(&crc.to_le_bytes());
-        Ok(end + 4)
+            released: counter.released,
+        });
     }
+    let state = stream.state();
+    let (band, rank) = stream.shape();
+    let head = Head {
+        blob_crc32: blob.crc32,
+        noise_scale: stream.noise_scale(),
+        dim: u32::try_from(stream.dim()).map_err(|_| Error::InvalidDimension)?,
+        offset: stream.offset(),
+        whole_row: stream.whole_row(),
+        band,
+        rank,
+        epoch: counter.epoch,
+        step,
+    };
+    let too_small = Error::CheckpointBufferTooSmall {
+        needed: capacity(stream),
+        found: out.len(),
+    };
+    let body = out.get_mut(PREFIX_LEN..).ok_or(too_small)?;
+    let head_len = postcard::to_slice(&head, body)
+        .map_err(|_| too_small)?
+        .len();
+    let floats: usize = state.iter().map(|part| part.len()).sum();
+    let length = head_len + 4 * floats;
+    let end = PREFIX_LEN + length;
+    if out.len() < end + 4 {
+        return Err(too_small);
+    }
+    for (word, x) in out[PREFIX_LEN + head_len..end]
+        .chunks_exact_mut(4)
+        .zip(state.iter().flat_map(|part| part.iter()))
+    {
+        word.copy_from_slice(&x.to_le_bytes());
+    }
+    out[..8].copy_from_slice(&MAGIC);
+    out[8..10].copy_from_slice(&VERSION.to_le_bytes());
+    let declared = u32::try_from(length).map_err(|_| too_small)?;
+    out[10..14].copy_from_slice(&declared.to_le_bytes());
+    let crc = checksum(&out[..end]);
+    out[end..end + 4].copy_from_slice(&crc.to_le_bytes());
+    Ok(end + 4)
+}
 
-    /// Loads a checkpoint into this stream, which must be freshly built (no step taken) from the
-    /// same blob (`blob`, from [`BlobFingerprint::load`]), dimension or shard, noise multiplier and epoch key
-    /// ([`epoch_noise`]) as the stream that wrote it. From then on the stream releases exactly what
-    /// the uninterrupted stream would have.
-    ///
-    /// Every check runs before anything changes; on error the stream is still fresh. Errors: a
-    /// damaged or forged checkpoint ([`Error::MalformedCheckpoint`] — also when a state value is
-    /// not finite — [`Error::CheckpointChecksumMismatch`],
-    /// [`Error::UnsupportedCheckpointVersion`]); one of another stream
-    /// ([`Error::CheckpointMismatch`], [`Error::CheckpointKeyMismatch`]); one of another epoch
-    /// ([`Error::CheckpointEpochMismatch`]); a stale one, behind `counter.released()`
-    /// ([`Error::StaleCheckpoint`]); a stream already started ([`Error::StreamAlreadyStarted`]).
-    pub fn restore(
-        &mut self,
-        blob: &BlobFingerprint<'_>,
-        checkpoint: &[u8],
-        counter: &ReleaseCounter,
-    ) -> Result<(), Error> {
-        if self.steps_released() != 0 {
-            return Err(Error::StreamAlreadyStarted);
-        }
-        let payload = payload(checkpoint)?;
-        let (head, floats): (Head, _) = mfc_formats::canonical::take_from_bytes(payload)
-            .map_err(|_| Error::MalformedCheckpoint)?;
-        let floats_len = self.state_floats();
-        let decoder = self.decoder();
-        let mismatch = |field| Err(Error::CheckpointMismatch { field });
-        if head.band != decoder.band || head.rank != decoder.rank {
-            return mismatch("decoder shape");
-        }
-        if u64::from(head.dim) != self.dim() as u64
-            || head.offset != self.offset()
-            || head.whole_row != self.whole_row()
-        {
-            return mismatch("dimension or shard");
-        }
-        if floats.len() != 4 * floats_len {
-            return Err(Error::MalformedCheckpoint);
-        }
-        if head.step > self.horizon() {
-            return mismatch("step");
-        }
-        if head.noise_scale.to_bits() != self.noise_scale().to_bits() {
-            return mismatch("noise scale");
-        }
-        if !blob.describes(self) || blob.crc32 != head.blob_crc32 {
-            return mismatch("blob");
-        }
-        if head.epoch != counter.epoch {
-            return Err(Error::CheckpointEpochMismatch {
-                checkpoint: head.epoch,
-                counter: counter.epoch,
-            });
-        }
-        if head.step < counter.released {
-            return Err(Error::StaleCheckpoint {
-                step: head.step,
-                released: counter.released,
-            });
-        }
-        let word = |index: usize| {
-            let w = floats.get(4 * index..4 * index + 4).unwrap_or(&[0; 4]);
-            f32::from_le_bytes([w[0], w[1], w[2], w[3]])
-        };
-        // A stream's state is finite (noise below 10.09σ, sums of clipped inputs); a NaN or an
-        // infinity would poison every later release, and with the CRC only a forged checkpoint
-        // carries one.
-        if (0..floats_len).any(|k| !word(k).is_finite()) {
-            return Err(Error::MalformedCheckpoint);
-        }
-        if head.step > 0 {
-            // The newest row z_{step−1} must be the one this stream's key generates.
-            let (newest, dim) = (head.step as usize - 1, self.dim());
-            let slot = newest % decoder.band as usize;
-            let mut regenerated = [0.0f32; KEY_CHECK];
-            let regenerated = &mut regenerated[..dim.min(KEY_CHECK)];
-            let offset = self.offset();
-            self.noise_mut()
-                .fill_standard_normal(newest as u64, offset, regenerated);
-            let stored = (0..regenerated.len()).map(|k| word(slot * dim + k));
-            if regenerated
-                .iter()
-                .zip(stored)
-                .any(|(a, b)| a.to_bits() != b.to_bits())
-            {
-                return Err(Error::CheckpointKeyMismatch);
+/// [`Stream::restore`] for any stream with checkpoints.
+fn restore(
+    stream: &mut impl Checkpointable,
+    blob: &BlobFingerprint<'_>,
+    checkpoint: &[u8],
+    counter: &ReleaseCounter,
+) -> Result<(), Error> {
+    if stream.steps_released() != 0 {
+        return Err(Error::StreamAlreadyStarted);
+    }
+    let payload = payload(checkpoint)?;
+    let (head, floats): (Head, _) =
+        mfc_formats::canonical::take_from_bytes(payload).map_err(|_| Error::MalformedCheckpoint)?;
+    let total: usize = stream.state().iter().map(|part| part.len()).sum();
+    let mismatch = |field| Err(Error::CheckpointMismatch { field });
+    if (head.band, head.rank) != stream.shape() {
+        return mismatch("decoder shape");
+    }
+    if u64::from(head.dim) != stream.dim() as u64
+        || head.offset != stream.offset()
+        || head.whole_row != stream.whole_row()
+    {
+        return mismatch("dimension or shard");
+    }
+    if floats.len() != 4 * total {
+        return Err(Error::MalformedCheckpoint);
+    }
+    if head.step > stream.horizon() {
+        return mismatch("step");
+    }
+    if head.noise_scale.to_bits() != stream.noise_scale().to_bits() {
+        return mismatch("noise scale");
+    }
+    if !blob.describes(stream) || blob.crc32 != head.blob_crc32 {
+        return mismatch("blob");
+    }
+    if head.epoch != counter.epoch {
+        return Err(Error::CheckpointEpochMismatch {
+            checkpoint: head.epoch,
+            counter: counter.epoch,
+        });
+    }
+    if head.step < counter.released {
+        return Err(Error::StaleCheckpoint {
+            step: head.step,
+            released: counter.released,
+        });
+    }
+    let word = |index: usize| {
+        let w = floats.get(4 * index..4 * index + 4).unwrap_or(&[0; 4]);
+        f32::from_le_bytes([w[0], w[1], w[2], w[3]])
+    };
+    // A stream's state is finite (noise below 10.09σ, sums of clipped inputs); a NaN or an
+    // infinity would poison every later release, and with the CRC only a forged checkpoint
+    // carries one.
+    if (0..total).any(|k| !word(k).is_finite()) {
+        return Err(Error::MalformedCheckpoint);
+    }
+    // The newest noise row must be the one this stream's key generates.
+    if head.step > 0 && !stream.key_matches(head.step, &word) {
+        return Err(Error::CheckpointKeyMismatch);
+    }
+    let (step, parts) = stream.state_mut();
+    for (k, x) in parts
+        .into_iter()
+        .flat_map(|part| part.iter_mut())
+        .enumerate()
+    {
+        *x = word(k);
+    }
+    *step = head.step;
+    Ok(())
+}
+
+/// The inherent checkpoint methods of a stream type, documented once.
+macro_rules! checkpoint_methods {
+    ($stream:ident, $floats:literal) => {
+        impl<N: NoiseSource> $stream<'_, '_, N> {
+            #[doc = concat!("Bytes [`checkpoint`](Self::checkpoint) may need: at most `14 + 50 + 4·", $floats, " + 4`.")]
+            pub fn checkpoint_capacity(&self) -> usize {
+                capacity(self)
+            }
+
+            /// Writes the stream's state into `out` and returns the number of bytes written (a
+            /// prefix of `out`). `blob` must be the fingerprint of the blob this stream replays,
+            /// `counter` the device's counter (its epoch is recorded). Take the checkpoint after
+            /// `step` and before the release leaves the device (see the
+            /// [module docs](crate::checkpoint)).
+            ///
+            /// Nothing changes on error: [`Error::CheckpointMismatch`] if `blob` is not this
+            /// stream's, [`Error::StaleCheckpoint`] if the counter says more steps were released
+            /// than this stream has computed, [`Error::CheckpointBufferTooSmall`] if `out` is too
+            /// short.
+            pub fn checkpoint(
+                &self,
+                blob: &BlobFingerprint<'_>,
+                counter: &ReleaseCounter,
+                out: &mut [u8],
+            ) -> Result<usize, Error> {
+                checkpoint(self, blob, counter, out)
+            }
+
+            /// Loads a checkpoint into this stream, which must be freshly built (no step taken)
+            /// from the same blob (`blob`, from [`BlobFingerprint::load`]), dimension or shard,
+            /// noise multiplier and epoch key ([`epoch_noise`]) as the stream that wrote it. From
+            /// then on the stream releases exactly what the uninterrupted stream would have.
+            ///
+            /// Every check runs before anything changes; on error the stream is still fresh.
+            /// Errors: a damaged or forged checkpoint ([`Error::MalformedCheckpoint`] — also when
+            /// a state value is not finite — [`Error::CheckpointChecksumMismatch`],
+            /// [`Error::UnsupportedCheckpointVersion`]); one of another stream
+            /// ([`Error::CheckpointMismatch`], [`Error::CheckpointKeyMismatch`]); one of another
+            /// epoch ([`Error::CheckpointEpochMismatch`]); a stale one, behind
+            /// `counter.released()` ([`Error::StaleCheckpoint`]); a stream already started
+            /// ([`Error::StreamAlreadyStarted`]).
+            pub fn restore(
+                &mut self,
+                blob: &BlobFingerprint<'_>,
+                checkpoint: &[u8],
+                counter: &ReleaseCounter,
+            ) -> Result<(), Error> {
+                restore(self, blob, checkpoint, counter)
             }
         }
-        let (step, state) = self.state_mut();
-        for (k, x) in state
-            .into_iter()
-            .flat_map(|part| part.iter_mut())
-            .enumerate()
-        {
-            *x = word(k);
-        }
-        *step = head.step;
-        Ok(())
-    }
+    };
 }
+
+checkpoint_methods!(Stream, "(h + r + 2)·d");
+checkpoint_methods!(BandMfStream, "(b̂ + 2)·d");
 
 #[cfg(test)]
 mod tests {

@@ -74,6 +74,7 @@
 #[cfg(feature = "std")]
 extern crate std;
 
+pub mod bandmf;
 pub mod blt;
 pub mod checkpoint;
 pub mod clip;
@@ -89,8 +90,9 @@ pub mod stream;
 mod sum;
 mod ziggurat;
 
+pub use bandmf::BandMfStream;
 pub use blt::BltStream;
-pub use checkpoint::{BlobFingerprint, ReleaseCounter, epoch_noise};
+pub use checkpoint::{BlobFingerprint, ReleaseCounter, Resumable, epoch_noise};
 pub use clip::{clip_factor, clip_to_norm};
 pub use error::Error;
 pub use fft::FftStream;

@@ -5,8 +5,9 @@
 #![allow(dead_code)]
 
 use mfc_formats::{
-    BandedLowRank, Calibration, Decoder, ErrorSummary, F32Table, Header, Mechanism, Neighbouring,
-    Participation, Sensitivity, SensitivityMethod, Validated, Workload, encode_f32s,
+    BandMf, BandMfKind, BandedLowRank, Calibration, Decoder, ErrorSummary, F32Table, Header,
+    Mechanism, Neighbouring, Participation, Sensitivity, SensitivityMethod, Validated, Workload,
+    encode_f32s,
 };
 
 /// SplitMix64 mapped to `[−½, ½)`: coefficients and inputs independent of the code under test.
@@ -59,31 +60,62 @@ pub fn tables(n: usize, h: usize, r: usize, seed: u64) -> Tables {
     }
 }
 
+/// The encoded table of an `n`-step BandMF encoder with `bands` bands.
+pub struct EncoderTable {
+    pub n: usize,
+    pub bands: usize,
+    pub kind: BandMfKind,
+    pub encoder: Vec<u8>,
+}
+
+/// A random BandMF encoder: diagonal in `[¾, 5/4)`, other coefficients in `[−⅛, ⅛)` (so that
+/// `C⁻¹` stays moderate), zero padding left of column 0.
+pub fn encoder_table(kind: BandMfKind, n: usize, bands: usize, seed: u64) -> EncoderTable {
+    let mut g = Gen(seed);
+    let mut coefficient = |l: usize| {
+        if l == 0 {
+            1.0 + 0.5 * g.next()
+        } else {
+            0.25 * g.next()
+        }
+    };
+    let encoder = match kind {
+        BandMfKind::Toeplitz => encode_f32s((0..bands).map(&mut coefficient).collect::<Vec<_>>()),
+        _ => encode_f32s(
+            (0..n * bands)
+                .map(|q| {
+                    let (i, l) = (q / bands, q % bands);
+                    if l > i { 0.0 } else { coefficient(l) }
+                })
+                .collect::<Vec<_>>(),
+        ),
+    };
+    EncoderTable {
+        n,
+        bands,
+        kind,
+        encoder,
+    }
+}
+
+/// A BandMF mechanism over `t`, header as [`mechanism`]'s, validated.
+pub fn bandmf<'a>(t: &'a EncoderTable, workload: Workload<'a>, clip_norm: f64) -> Validated<'a> {
+    Mechanism {
+        header: header(t.n, workload, clip_norm),
+        decoder: Decoder::BandMf(BandMf {
+            kind: t.kind,
+            bands: t.bands as u32,
+            encoder: F32Table::new(&t.encoder).unwrap(),
+        }),
+    }
+    .validate()
+    .expect("valid tables")
+}
+
 /// A mechanism over `t` with σ = 0.7, sens = 1.3 and clip norm `clip_norm`, validated.
 pub fn mechanism<'a>(t: &'a Tables, workload: Workload<'a>, clip_norm: f64) -> Validated<'a> {
     Mechanism {
-        header: Header {
-            workload,
-            steps: t.n as u32,
-            participation: Participation::Single,
-            neighbouring: Neighbouring::AddOrRemove,
-            sensitivity: Sensitivity {
-                value: 1.3,
-                method: SensitivityMethod::MaxColumnNorm,
-            },
-            clip_norm,
-            calibration: Some(Calibration {
-                noise_multiplier: 0.7,
-                target: None,
-            }),
-            error: ErrorSummary {
-                sqrt_loss: 1.0,
-                optimal_sqrt_loss: None,
-                max_step_stddev: 1.0,
-                final_step_stddev: 1.0,
-            },
-            generator: "test",
-        },
+        header: header(t.n, workload, clip_norm),
         decoder: Decoder::BandedLowRank(BandedLowRank {
             band: t.h as u32,
             rank: t.r as u32,
@@ -94,6 +126,32 @@ pub fn mechanism<'a>(t: &'a Tables, workload: Workload<'a>, clip_norm: f64) -> V
     }
     .validate()
     .expect("valid tables")
+}
+
+/// The header of [`mechanism`] and [`bandmf`]: σ = 0.7, sens = 1.3, the given ζ.
+fn header<'a>(n: usize, workload: Workload<'a>, clip_norm: f64) -> Header<'a> {
+    Header {
+        workload,
+        steps: n as u32,
+        participation: Participation::Single,
+        neighbouring: Neighbouring::AddOrRemove,
+        sensitivity: Sensitivity {
+            value: 1.3,
+            method: SensitivityMethod::MaxColumnNorm,
+        },
+        clip_norm,
+        calibration: Some(Calibration {
+            noise_multiplier: 0.7,
+            target: None,
+        }),
+        error: ErrorSummary {
+            sqrt_loss: 1.0,
+            optimal_sqrt_loss: None,
+            max_step_stddev: 1.0,
+            final_step_stddev: 1.0,
+        },
+        generator: "test",
+    }
 }
 
 /// A zeroed workspace for a banded stream of `dim` coordinates of `m`.
