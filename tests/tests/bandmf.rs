@@ -61,7 +61,7 @@ fn dense_encoder(m: &Mechanism<'_>) -> Mat<f64> {
 }
 
 fn input(t: usize, dim: usize) -> Vec<f32> {
-    let big = if t % 5 == 0 { 4.0 } else { 0.3 };
+    let big = if t.is_multiple_of(5) { 4.0 } else { 0.3 };
     (0..dim)
         .map(|c| big * ((t * 3 + c * 7) % 9) as f32 / 9.0 - 0.1)
         .collect()
@@ -209,7 +209,7 @@ fn a_long_toeplitz_stream_matches_its_series() {
         for k in 0..dim {
             sums[k] += f64::from(x[k]) * clip;
         }
-        if !(t < 100 || t % 1999 == 0 || t + 2 >= n) {
+        if !(t < 100 || t.is_multiple_of(1999) || t + 2 >= n) {
             continue;
         }
         for k in 0..dim {
