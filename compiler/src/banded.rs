@@ -292,8 +292,8 @@ pub fn truncated_square_root(steps: usize, bands: usize) -> BandedEncoder {
 }
 
 /// The banded encoder with `bands` bands minimizing `‖A C⁻¹‖_F²·sens(C)²` under
-/// `participation` (module docs), from `start` (for example [`truncated_square_root`]).
-/// `progress` gets `(round, iteration, F)`.
+/// `participation` (module docs), from `start` (for example [`truncated_square_root`]); never
+/// worse than `start` in the exact loss. `progress` gets `(round, iteration, F)`.
 pub fn optimize_banded(
     a: MatRef<'_, f64>,
     start: BandedEncoder,
@@ -320,10 +320,18 @@ pub fn optimize_banded(
         )?;
         x = next;
     }
-    Ok(BandedEncoder {
+    // The smoothed maximum only bounds the sensitivity: keep the start if the exact loss of the
+    // result is not lower (a start with equal column norms, such as a Toeplitz one, is where the
+    // smoothing is loosest).
+    let result = BandedEncoder {
         columns: x,
-        ..start
-    })
+        ..start.clone()
+    };
+    if loss(a, &result, participation)? < loss(a, &start, participation)? {
+        Ok(result)
+    } else {
+        Ok(start)
+    }
 }
 
 /// The optimum over banded encoders with `b̂ = min(b, n)` bands under `b`-min-separation: the

@@ -7,7 +7,7 @@
 //! streaming implementation keeps (noise rows, buffers, tree nodes, the running sum — for the
 //! forms the runtime replays, banded + low rank, BLT and FFT, with its compensation), "flops"
 //! the multiply-adds per step, both for the form named (dense rows for the optimum and the
-//! square root; the recurrence `w_t = (z_t − Σ c_l w_{t−l})/c_0` for banded Toeplitz; `m`
+//! square root; the forward substitution `w_t = (z_t − Σ c_l w_{t−l})/c_0` for BandMF; `m`
 //! geometric buffers for BLT; one partial sum per level for the tree; for FFT, the block's noise
 //! (`n` values) and the amortized `N log₂ N` per complex FFT of size `N ≥ 3n − 1`, a rough
 //! count).
@@ -19,6 +19,7 @@ use mfc_formats::SensitivityMethod;
 use serde::Serialize;
 
 use crate::Result;
+use crate::bandmf::{BandMfKind, BandMfOptions, Bands, compile_bandmf};
 use crate::blob::{self, BlobOptions};
 use crate::fft::{FftKind, FftOptions, compile_fft};
 use crate::mechanism::{CompileOptions, certificate_holds, compile, optimal_gram};
@@ -26,9 +27,7 @@ use crate::optimize::Progress;
 use crate::participation::{Participation, sensitivity};
 use crate::stamp::choose_stamps;
 use crate::stamp::evaluate_gram;
-use crate::toeplitz::{
-    inverse_series, optimize_banded_toeplitz, optimize_blt_family, square_root_coefficients,
-};
+use crate::toeplitz::{inverse_series, optimize_blt_family, square_root_coefficients};
 use crate::tree::Tree;
 use crate::workload::Workload;
 
@@ -80,8 +79,8 @@ pub struct CompareOptions {
     pub rank: usize,
     /// BLT rows for `1..=max_buffers` buffers.
     pub max_buffers: usize,
-    /// Coefficients of the banded Toeplitz row.
-    pub toeplitz_bands: usize,
+    /// `b̂` of the BandMF rows (banded Toeplitz and general), or how to choose it.
+    pub bands: Bands,
     /// L-BFGS iterations of the `(h, r)` row's shipped-loss refinement.
     pub refine_iterations: usize,
     /// The neighbouring relation: replace-one doubles every sensitivity and noise figure.
@@ -226,8 +225,8 @@ fn optimum_row(
 /// Compares, for the prefix sum under one participation schema, every family optimized for
 /// that schema: the optimum (for min-separation, over banded encoders, next to the certified
 /// fixed-epoch floor), the compressed `(h, r)` mechanism, stamping, BLT with
-/// `1..=max_buffers` buffers, FFT, banded Toeplitz, the square root and the Honaker tree
-/// estimators. `progress` reports the optimizations (they dominate the time).
+/// `1..=max_buffers` buffers, FFT, BandMF (banded Toeplitz and general, for any workload), the
+/// square root and the Honaker tree estimators. `progress` reports the optimizations (they dominate the time).
 pub fn compare(options: &CompareOptions, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
     let factor = crate::blob::neighbouring_factor(options.neighbouring)?;
     let mut rows = compare_add_remove(options, progress)?;
@@ -351,6 +350,46 @@ fn compare_add_remove(
             clock.push(&mut rows, row);
         }
     }
+    // BandMF, as shipped in f32: the banded Toeplitz optimum picks b̂ (for auto), and the
+    // general optimizer starts from it.
+    let mut bands = options.bands;
+    for kind in [BandMfKind::Toeplitz, BandMfKind::General] {
+        progress(&format!("BandMF ({kind:?})"));
+        let compiled = compile_bandmf(
+            workload,
+            n,
+            &BandMfOptions {
+                participation: *participation,
+                kind,
+                bands,
+                ..BandMfOptions::default()
+            },
+            &mut |_, _| {},
+        )?;
+        bands = Bands::Fixed(compiled.bands);
+        let bytes = blob::encode_bandmf(&compiled, workload, &BlobOptions::default())?;
+        let prefix = matches!(workload, Workload::PrefixSum);
+        let s2 = compiled.sensitivity * compiled.sensitivity;
+        let norms: Vec<f64> = compiled.per_step_variance.iter().map(|v| v / s2).collect();
+        let mut row = shipped_row(
+            format!(
+                "BandMF, {}, b̂ = {}, f32",
+                match kind {
+                    BandMfKind::General => "general banded",
+                    BandMfKind::Toeplitz => "banded Toeplitz",
+                },
+                compiled.bands
+            ),
+            compiled.sensitivity,
+            compiled.sensitivity_method,
+            &norms,
+            compiled.bands + 2 * usize::from(prefix),
+            compiled.bands,
+        );
+        row.blob_bytes = Some(bytes.len());
+        clock.push(&mut rows, row);
+    }
+
     if !matches!(workload, Workload::PrefixSum) {
         return Ok(rows);
     }
@@ -417,25 +456,6 @@ fn compare_add_remove(
             },
         );
     }
-
-    let p = participation
-        .separation()
-        .map_or(options.toeplitz_bands, |b| options.toeplitz_bands.min(b))
-        .clamp(1, n);
-    progress(&format!("banded Toeplitz with {p} bands"));
-    let c = optimize_banded_toeplitz(n, p, participation)?;
-    clock.push(
-        &mut rows,
-        evaluate(
-            format!("banded Toeplitz, {p} bands"),
-            &toeplitz(&c, n),
-            &prefix_decoder_row_norms(&inverse_series(&c, n)),
-            participation,
-            p,
-            p,
-            true,
-        )?,
-    );
 
     let c = square_root_coefficients(n);
     clock.push(
@@ -506,7 +526,7 @@ mod tests {
                     band: 4,
                     rank: 2,
                     max_buffers: 2,
-                    toeplitz_bands: 8,
+                    bands: Bands::Fixed(8),
                     refine_iterations: 50,
                     neighbouring: mfc_formats::Neighbouring::AddOrRemove,
                 },
@@ -540,6 +560,9 @@ mod tests {
             assert!(find("banded + low rank") < find("Honaker online"));
             assert!(find("BLT, 2") < find("Honaker online"));
             assert!(find("Honaker full") < find("Honaker online"));
+            // The general BandMF optimum starts from the Toeplitz one and never ends above it.
+            let general = find("BandMF, general banded, b̂ = 8");
+            assert!(general <= find("BandMF, banded Toeplitz, b̂ = 8") * (1.0 + 1e-6));
         }
     }
 }

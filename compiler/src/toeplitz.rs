@@ -7,10 +7,8 @@
 //! `‖B‖_F² = Σ_k (n − k) b_k²` with `b(x) = r(x)/(1 − x)`, `r = 1/c`.
 //!
 //! - **Square root** (`C = B = S^{1/2}`): `c(x) = (1 − x)^{−1/2}`, `c_k = binom(2k, k)/4^k`.
-//! - **Banded Toeplitz**: `c_0 = 1, …, c_{p−1}` free, zero beyond; optimized for `n` by L-BFGS.
-//!   Columns `p` or more apart are orthogonal, so under either multi-participation schema with
-//!   `b ≥ p` the sensitivity² is the sum of the column norms² of the pattern `{0, b, 2b, …}`
-//!   (at most `k` steps; `k` times the single one when every column is whole, `(k−1)b + p ≤ n`).
+//! - **Banded Toeplitz**: `c_0 = 1, …, c_{p−1}` free, zero beyond: the BandMF encoders of
+//!   [`crate::banded_toeplitz`], optimized in `O(n·p)` per evaluation with an analytic gradient.
 //! - **BLT** (buffered linear Toeplitz, Dvijotham, McMahan, Pillutla, Steinke, Thakurta 2024):
 //!   the *decoder side* `C⁻¹` has generating sequence `r_0 = 1`, `r_k = Σ_j ω_j θ_j^{k−1}`, a sum
 //!   of `m` geometric series, so `w = C⁻¹ z` streams with `m` buffers per coordinate
@@ -244,36 +242,6 @@ fn minimize_smooth(f: &dyn Fn(&[f64]) -> f64, x0: Vec<f64>) -> Result<(Vec<f64>,
         },
     )?;
     Ok((x, point.value))
-}
-
-/// The banded Toeplitz encoder with `bands` coefficients (`c_0 = 1`) minimizing the loss over
-/// `n` steps under `participation` (first-pattern sensitivity), started from the square root's
-/// coefficients.
-pub fn optimize_banded_toeplitz(
-    n: usize,
-    bands: usize,
-    participation: &Participation,
-) -> Result<Vec<f64>> {
-    if bands == 0 || bands > n {
-        return Err(Error::InvalidOption(format!(
-            "the number of bands must be in 1..={n}, got {bands}"
-        )));
-    }
-    let start = square_root_coefficients(bands);
-    if bands == 1 {
-        return Ok(start);
-    }
-    let objective = |x: &[f64]| {
-        let mut c = vec![1.0];
-        c.extend_from_slice(x);
-        prefix_error(&c, &inverse_series(&c, n), n, participation)
-            .loss
-            .ln()
-    };
-    let (x, _) = minimize_smooth(&objective, start[1..].to_vec())?;
-    let mut c = vec![1.0];
-    c.extend(x);
-    Ok(c)
 }
 
 /// A buffered linear Toeplitz decoder side `C⁻¹`: `r_0 = 1`, `r_k = Σ_j ω_j θ_j^{k−1}`.
@@ -1061,11 +1029,21 @@ mod tests {
     fn optimized_forms_improve_on_the_square_root() {
         let n = 256;
         let sqrt = toeplitz_error(&square_root_coefficients(n), n).loss;
-        let banded = toeplitz_error(
-            &optimize_banded_toeplitz(n, 8, &Participation::Single).unwrap(),
+        let problem = crate::banded_toeplitz::ToeplitzProblem::new(
+            &crate::workload::Workload::PrefixSum,
             n,
+            &Participation::Single,
         )
-        .loss;
+        .unwrap();
+        let c = crate::banded_toeplitz::optimize(
+            &problem,
+            8,
+            None,
+            &Default::default(),
+            &mut |_, _| {},
+        )
+        .unwrap();
+        let banded = toeplitz_error(&c, n).loss;
         let mut previous = f64::INFINITY;
         for m in 1..=3 {
             let loss = optimize_blt(n, m, &Participation::Single)

@@ -352,6 +352,81 @@ fn compile_blt_and_fft_forms_and_inspect_them() {
     }
 }
 
+/// `--form bandmf`: both kinds, `--bands N|auto`, the prefix sum and momentum; `inspect` shows
+/// the form; `simulate` replays it; out-of-range bands are refused naming the option, the value
+/// and the allowed range.
+#[test]
+fn compile_bandmf_forms_and_inspect_them() {
+    let toeplitz = temp("bandmf-toeplitz.mfc");
+    let report = mfc_json(&args(
+        "compile --form bandmf --toeplitz --bands auto --max-bands 16 --steps 96 --epochs 3 \
+         --min-sep 32 --epsilon 2 --delta 1e-6 --out {} --json",
+        &[&toeplitz],
+    ));
+    assert_eq!(report["kind"], "banded Toeplitz");
+    assert_eq!(report["sensitivity_exact"], true);
+    let method = report["sensitivity_method"].as_str().unwrap();
+    assert!(method.contains("orthogonal"), "{method}");
+    let tried: Vec<u64> = report["tried"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t[0].as_u64().unwrap())
+        .collect();
+    assert_eq!(tried, [1, 2, 4, 8, 16]);
+    let bands = report["bands"].as_u64().unwrap();
+    assert_eq!(report["runtime_floats_per_coordinate"], bands + 2);
+    let inspected = mfc_json(&args("inspect {} --json", &[&toeplitz]));
+    assert_eq!(inspected["decoder"], "bandmf");
+    assert_eq!(inspected["table_bytes"], 4 * bands);
+    assert_eq!(inspected["sensitivity"], report["sensitivity"]);
+    assert_eq!(inspected["sensitivity_exact"], true);
+    // General, for momentum: n × b̂ coefficients, and the stream keeps no running sum.
+    let general = temp("bandmf-general.mfc");
+    let report = mfc_json(&args(
+        "compile --form bandmf --bands 4 --workload momentum:0.9 --cooldown 16:0.1 --steps 64 \
+         --noise-multiplier 1 --out {} --json",
+        &[&general],
+    ));
+    assert_eq!(report["kind"], "general banded");
+    assert_eq!(report["runtime_floats_per_coordinate"], 4);
+    assert!(
+        report["sqrt_loss"].as_f64().unwrap()
+            <= report["toeplitz_sqrt_loss"].as_f64().unwrap() * (1.0 + 1e-6)
+    );
+    let inspected = mfc_json(&args("inspect {} --json", &[&general]));
+    assert_eq!(inspected["table_bytes"], 4 * 64 * 4);
+    let input = temp("bandmf-inputs.csv");
+    std::fs::write(&input, "1,0\n0,2\n0.5,0.5\n").unwrap();
+    let out = temp("bandmf-released.csv");
+    mfc_ok(&args(
+        "simulate {} --input {} --out {} --seed {}",
+        &[&general, &input, &out, &"0f".repeat(32)],
+    ));
+    assert_eq!(std::fs::read_to_string(&out).unwrap().lines().count(), 3);
+    // Refusals name the option, the value and the range.
+    for (bad, said) in [
+        (
+            "--bands 33 --epochs 2 --min-sep 32",
+            "--bands 33: b̂ must be in 1..=32",
+        ),
+        ("--bands 0", "--bands 0: b̂ must be in 1..=64"),
+        ("--bands many", "--bands many: expected a number"),
+        ("--bands auto --max-bands 0", "--max-bands 0"),
+    ] {
+        let err = assert_refused(&args(
+            &["compile --form bandmf --steps 64 --out {}", bad].join(" "),
+            &[&general],
+        ));
+        assert!(err.contains(said), "{bad}: {err}");
+    }
+    let err = assert_refused(&args("compile --steps 64 --bands 4 --out {}", &[&general]));
+    assert!(
+        err.contains("--bands and --toeplitz apply to --form bandmf only"),
+        "{err}"
+    );
+}
+
 #[test]
 fn simulate_streams_inputs_like_the_runtime() {
     let blob = temp("simulate.mfc");
@@ -489,6 +564,8 @@ fn compare_prints_every_family_and_refuses_an_empty_horizon() {
         "banded + low rank",
         "BLT, 2",
         "FFT",
+        "BandMF, banded Toeplitz",
+        "BandMF, general banded",
         "square root",
         "Honaker online",
     ] {

@@ -2,6 +2,8 @@
 //! for the participation schema it is evaluated under.
 
 use indicatif::{ProgressBar, ProgressStyle};
+use mfc_compiler::Error;
+use mfc_compiler::bandmf::Bands;
 use mfc_compiler::compare::{CompareOptions, compare};
 
 use mfc_compiler::compare::Row;
@@ -10,8 +12,9 @@ use mfc_compiler::report::{neighbouring_name, privacy_unit};
 use crate::compile::parse_workload;
 use crate::schema::SchemaArgs;
 
-/// Compare the optimum, banded+low-rank, stamping, BLT, FFT, banded Toeplitz, square root and
-/// tree mechanisms (the last five for the prefix sum only), each optimized for the schema.
+/// Compare the optimum, banded+low-rank, stamping, BandMF (banded Toeplitz and general), BLT,
+/// FFT, square root and tree mechanisms (the last four for the prefix sum only), each optimized
+/// for the schema.
 #[derive(clap::Args)]
 pub struct Args {
     /// Number of steps n.
@@ -35,9 +38,15 @@ pub struct Args {
     /// BLT rows for 1..=this many buffers.
     #[arg(long, default_value_t = 5)]
     max_buffers: usize,
-    /// Coefficients of the banded Toeplitz row (at most b under several participations).
-    #[arg(long, default_value_t = 16)]
-    toeplitz_bands: usize,
+    /// b̂ of the BandMF rows (banded Toeplitz and general; at most b under --min-sep/--every b),
+    /// or `auto`: the fewest bands among 1, 2, 4, … and the most allowed (at most --max-bands)
+    /// whose banded Toeplitz sqrt(L) is within 1% of the best of them.
+    #[arg(long, default_value = "auto", value_name = "N|auto")]
+    bands: String,
+    /// With --bands auto: the most bands tried. The general row's optimizer costs O(n²·b̂) per
+    /// iteration.
+    #[arg(long, default_value_t = 32)]
+    max_bands: usize,
     /// L-BFGS iterations of the (h, r) row's shipped-loss refinement.
     #[arg(long, default_value_t = 50)]
     refine: usize,
@@ -62,7 +71,22 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             band: args.band,
             rank: args.rank,
             max_buffers: args.max_buffers,
-            toeplitz_bands: args.toeplitz_bands,
+            bands: match args.bands.as_str() {
+                "auto" if args.max_bands >= 1 => Bands::Auto {
+                    max: args.max_bands,
+                },
+                "auto" => {
+                    return Err(Error::InvalidOption(
+                        "--max-bands 0: auto needs at least 1 band to try".into(),
+                    )
+                    .into());
+                }
+                text => Bands::Fixed(text.parse().map_err(|_| {
+                    Error::InvalidOption(format!(
+                        "--bands {text}: expected a number of bands b̂ ≥ 1 or `auto`"
+                    ))
+                })?),
+            },
             refine_iterations: args.refine,
             neighbouring,
         },

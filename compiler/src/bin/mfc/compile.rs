@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use mfc_compiler::Error;
+use mfc_compiler::bandmf::{BandMfKind, BandMfOptions, Bands, compile_bandmf};
 use mfc_compiler::blob::{self, BlobOptions, neighbouring_factor};
 use mfc_compiler::budget;
 use mfc_compiler::calibrate::{epsilon_for_noise_multiplier, noise_multiplier_for};
@@ -47,9 +48,23 @@ pub struct Args {
     /// The decoder form: `banded` (banded plus low rank, any workload); `blt` (buffered linear
     /// Toeplitz, prefix sums: `--buffers` buffers per coordinate, no dependence on the horizon);
     /// `fft` or `fft-optimal` (the FFT mechanism or its optimal decoder, prefix sums, blocks of
-    /// n/--stamps steps; no optimization).
+    /// n/--stamps steps; no optimization); `bandmf` (BandMF: a banded encoder with --bands
+    /// bands, general or --toeplitz; the prefix sum or momentum, whose noised inputs the
+    /// optimizer post-processes).
     #[arg(long, default_value = "banded")]
     form: String,
+    /// BandMF: b̂, the bands of the encoder (1 ≤ b̂ ≤ min(b, n) under --min-sep/--every b), or
+    /// `auto`: the fewest bands among 1, 2, 4, … and the most allowed (at most --max-bands) whose
+    /// sqrt(L) is within 1% of the best of them.
+    #[arg(long, value_name = "N|auto")]
+    bands: Option<String>,
+    /// BandMF with --bands auto: the most bands tried (the device keeps (b̂ + 1)·d floats).
+    #[arg(long, default_value_t = 256)]
+    max_bands: usize,
+    /// BandMF: a banded Toeplitz encoder (b̂ coefficients, optimized in O(n·b̂) per step for the
+    /// prefix sum, any horizon) instead of a general one (n × b̂ coefficients, O(n²·b̂)).
+    #[arg(long)]
+    toeplitz: bool,
     /// BLT: buffers per coordinate.
     #[arg(long, default_value_t = 4)]
     buffers: usize,
@@ -220,8 +235,25 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         calibration,
         neighbouring: args.schema.neighbouring()?,
     };
+    if args.form != "bandmf" && (args.bands.is_some() || args.toeplitz) {
+        return Err(Error::InvalidOption(format!(
+            "--bands and --toeplitz apply to --form bandmf only (the form is `{}`; the banded+low-rank form takes --band and --rank)",
+            args.form
+        ))
+        .into());
+    }
     match args.form.as_str() {
         "banded" => {}
+        "bandmf" => {
+            return run_bandmf(
+                &args,
+                &workload,
+                steps,
+                participation,
+                &blob_options,
+                started,
+            );
+        }
         form @ ("blt" | "fft" | "fft-optimal") if !matches!(workload, Workload::PrefixSum) => {
             return Err(
                 Error::InvalidOption(format!("the {form} form releases prefix sums only")).into(),
@@ -233,7 +265,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
         other => {
             return Err(Error::InvalidOption(format!(
-                "unknown form `{other}` (expected `banded`, `blt`, `fft` or `fft-optimal`)"
+                "unknown form `{other}` (expected `banded`, `blt`, `fft`, `fft-optimal` or `bandmf`)"
             ))
             .into());
         }
@@ -539,6 +571,144 @@ fn run_fft(
          shipped             sqrt(L) = {:.4}\n\
          {statement}",
         kind, compiled.stamps, compiled.block, statement.participation, statement.sqrt_loss,
+    );
+    write_and_report(
+        args,
+        &blob,
+        blob_options,
+        started,
+        with_statement(fields, &statement)?,
+        &text,
+    )
+}
+
+/// `mfc compile --form bandmf`: the BandMF encoder (general or `--toeplitz`, `--bands N|auto`)
+/// for the prefix sum or a momentum workload, rounded, its sensitivity from the stored
+/// coefficients, written and reported.
+fn run_bandmf(
+    args: &Args,
+    workload: &Workload,
+    steps: usize,
+    participation: Participation,
+    blob_options: &BlobOptions,
+    started: Instant,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let bands = match args.bands.as_deref() {
+        None | Some("auto") => {
+            if args.max_bands == 0 {
+                return Err(Error::InvalidOption(
+                    "--max-bands 0: auto needs at least 1 band to try".into(),
+                )
+                .into());
+            }
+            Bands::Auto {
+                max: args.max_bands,
+            }
+        }
+        Some(text) => Bands::Fixed(text.parse().map_err(|_| {
+            Error::InvalidOption(format!(
+                "--bands {text}: expected a number of bands b̂ ≥ 1 or `auto`"
+            ))
+        })?),
+    };
+    if let Bands::Fixed(b) = bands {
+        let most = participation.separation().unwrap_or(steps).min(steps);
+        if b == 0 || b > most {
+            return Err(Error::InvalidOption(format!(
+                "--bands {b}: b̂ must be in 1..={most} ({})",
+                match participation.separation() {
+                    Some(sep) if sep < steps => format!(
+                        "at most the separation b = {sep}, so that one record's columns of the encoder do not overlap"
+                    ),
+                    _ => format!("at most the n = {steps} steps"),
+                }
+            ))
+            .into());
+        }
+    }
+    let kind = if args.toeplitz {
+        BandMfKind::Toeplitz
+    } else {
+        BandMfKind::General
+    };
+    let bar = ProgressBar::new_spinner();
+    bar.set_style(ProgressStyle::with_template("{spinner} {elapsed} {msg}")?);
+    let options = BandMfOptions {
+        participation,
+        kind,
+        bands,
+        ..BandMfOptions::default()
+    };
+    let compiled = compile_bandmf(workload, steps, &options, &mut |what, loss| {
+        bar.set_message(format!("n = {steps}: {what}, sqrt(L) = {:.4}", loss.sqrt()));
+        bar.tick();
+    })?;
+    bar.finish_and_clear();
+    let blob = blob::encode_bandmf(&compiled, workload, blob_options)?;
+    let factor = neighbouring_factor(blob_options.neighbouring)?;
+    let prefix = matches!(workload, Workload::PrefixSum);
+    let floats = compiled.bands + 2 * usize::from(prefix);
+    let kind_name = match kind {
+        BandMfKind::General => "general banded",
+        BandMfKind::Toeplitz => "banded Toeplitz",
+    };
+    let statement = PrivacyStatement::new(
+        blob_options,
+        &participation,
+        compiled.sensitivity,
+        compiled.sensitivity_method,
+        &compiled.per_step_variance,
+    )?;
+    let releases = if prefix {
+        "prefix sums S(x + C⁻¹z)"
+    } else {
+        "noised inputs x_t + (C⁻¹z)_t; the optimizer applies the workload A itself"
+    };
+    let fields = serde_json::json!({
+        "workload": args.workload,
+        "form": "bandmf",
+        "kind": kind_name,
+        "steps": steps,
+        "bands": compiled.bands,
+        "tried": compiled.tried,
+        "toeplitz_sqrt_loss": compiled.toeplitz_sqrt_loss.map(|l| factor * l),
+        "releases": releases,
+        "runtime_floats_per_coordinate": floats,
+    });
+    let tried = if matches!(bands, Bands::Auto { .. }) {
+        let tried: Vec<String> = compiled
+            .tried
+            .iter()
+            .map(|(b, l)| format!("{b}: {:.4}", factor * l))
+            .collect();
+        format!(
+            " (auto; banded Toeplitz sqrt(L) by b̂: {})",
+            tried.join(", ")
+        )
+    } else {
+        String::new()
+    };
+    let start = match compiled.toeplitz_sqrt_loss {
+        Some(t) => format!(
+            "  ({:+.2}% against the banded Toeplitz optimum it started from, {:.4})",
+            100.0 * (compiled.sqrt_loss / t - 1.0),
+            factor * t
+        ),
+        None => String::new(),
+    };
+    let text = format!(
+        "workload            {} (n = {steps})\n\
+         participation       {}\n\
+         encoder             BandMF, {kind_name}, b̂ = {} bands{tried}\n\
+         shipped             sqrt(L) = {:.4}{start}\n\
+         {statement}\
+         releases            {releases}\n\
+         runtime memory      {} = {floats}·d floats, for any number of steps\n",
+        workload.label(),
+        statement.participation,
+        compiled.bands,
+        statement.sqrt_loss,
+        if prefix { "(b̂ + 2)·d" } else { "b̂·d" },
     );
     write_and_report(
         args,

@@ -68,6 +68,12 @@ fn tables<'a>(m: &Mechanism<'a>) -> Vec<(&'static str, Vec<u64>, mfc_formats::F3
                 d.generator,
             ),
         ],
+        Decoder::BandMf(d) => match d.kind {
+            mfc_formats::BandMfKind::General => {
+                vec![("encoder", vec![n, u64::from(d.bands)], d.encoder)]
+            }
+            _ => vec![("encoder", vec![u64::from(d.bands)], d.encoder)],
+        },
         _ => Vec::new(),
     }
 }
@@ -118,6 +124,25 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             format!("{} buffers", d.buffers()),
             d.theta.as_bytes().len() + d.omega.as_bytes().len(),
             d.buffers() + 2,
+            None,
+        ),
+        Decoder::BandMf(d) => (
+            "bandmf",
+            format!(
+                "{} encoder, b̂ = {} bands; releases {}",
+                match d.kind {
+                    mfc_formats::BandMfKind::General => "general banded",
+                    _ => "banded Toeplitz",
+                },
+                d.bands,
+                if matches!(h.workload, Workload::PrefixSum) {
+                    "S(x + C⁻¹z)"
+                } else {
+                    "x + C⁻¹z per step (the caller applies A)"
+                }
+            ),
+            d.encoder.as_bytes().len(),
+            d.bands() + 2 * usize::from(matches!(h.workload, Workload::PrefixSum)),
             None,
         ),
         _ => ("unknown", String::new(), 0, 0, None),

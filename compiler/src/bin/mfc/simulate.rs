@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use mfc_compiler::Error;
 use mfc_formats::{Decoder, Mechanism, Workload};
-use mfc_runtime::{BltStream, ChaChaNoise, FftStream, Stream};
+use mfc_runtime::{BandMfStream, BltStream, ChaChaNoise, FftStream, Stream};
 use npyz::WriterBuilder;
 
 /// Stream inputs through a blob on the host and write the private releases.
@@ -123,7 +123,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let noise = noise(args.seed.as_deref())?;
     let mut out = vec![vec![0.0f32; dim]; inputs.len()];
     // Prefix-sum blobs release A x + noise; other workloads release the noise only (the caller
-    // adds its own A x from inputs it clipped).
+    // adds its own A x from inputs it clipped), but for BandMF the noised inputs x + C⁻¹z.
     let prefix = matches!(m.header.workload, Workload::PrefixSum);
     match m.decoder {
         Decoder::BandedLowRank(_) => {
@@ -147,6 +147,14 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         Decoder::Fft(_) => {
             let mut ws = vec![0.0; FftStream::<ChaChaNoise>::workspace_len(&m, dim)?];
             let mut s = FftStream::new(m, dim, &mut ws, noise)?;
+            for (x, y) in inputs.iter().zip(&mut out) {
+                s.step(x, y)?;
+            }
+        }
+        Decoder::BandMf(_) => {
+            // Prefix sums, or for another workload the noised inputs x + C⁻¹z.
+            let mut ws = vec![0.0; BandMfStream::<ChaChaNoise>::workspace_len(&m, dim)?];
+            let mut s = BandMfStream::new(m, dim, &mut ws, noise)?;
             for (x, y) in inputs.iter().zip(&mut out) {
                 s.step(x, y)?;
             }
