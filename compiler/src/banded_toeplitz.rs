@@ -268,10 +268,34 @@ impl ToeplitzProblem {
 
     /// `‖B[i,:]‖²` for every step.
     fn row_norms(&self, c: &[f64]) -> Option<Vec<f64>> {
+        match &self.structure {
+            Structure::Series { .. } => self.decoder_row_norms(&inverse(c, self.steps)?),
+            Structure::Dense(a) => {
+                let b = BandedEncoder::toeplitz(c, self.steps)
+                    .decoder(a.as_ref())
+                    .ok()?;
+                Some(
+                    (0..self.steps)
+                        .map(|i| b.row(i).squared_norm_l2())
+                        .collect(),
+                )
+            }
+        }
+    }
+
+    /// `‖(A T(r))[i,:]‖²` for every step, for any Toeplitz `C⁻¹ = T(r)` (`r` its first `n`
+    /// coefficients; a BLT's, for example) and a series workload; `None` for a custom workload
+    /// or a non-finite result.
+    pub fn decoder_row_norms(&self, r: &[f64]) -> Option<Vec<f64>> {
         let n = self.steps;
         match &self.structure {
             Structure::Series { rates, momentum } => {
-                let (_, q) = Self::series(c, n, *momentum)?;
+                let mut q = r.get(..n)?.to_vec();
+                if *momentum != 0.0 {
+                    for k in 1..n {
+                        q[k] += momentum * q[k - 1];
+                    }
+                }
                 match rates {
                     None => {
                         // Row i of S T(q) is Q_i, …, Q_0.
@@ -311,10 +335,7 @@ impl ToeplitzProblem {
                     }
                 }
             }
-            Structure::Dense(a) => {
-                let b = BandedEncoder::toeplitz(c, n).decoder(a.as_ref()).ok()?;
-                Some((0..n).map(|i| b.row(i).squared_norm_l2()).collect())
-            }
+            Structure::Dense(_) => None,
         }
     }
 
