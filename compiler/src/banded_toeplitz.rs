@@ -311,26 +311,17 @@ impl ToeplitzProblem {
                         )
                     }
                     Some(eta) => {
-                        let rows = (0..n)
-                            .into_par_iter()
-                            .fold(
-                                || vec![0.0; n],
-                                |mut rows, j| {
-                                    let mut w = 0.0;
-                                    for l in j..n {
-                                        w += eta[l] * q[l - j];
-                                        rows[l] += w * w;
-                                    }
-                                    rows
-                                },
-                            )
-                            .reduce(
-                                || vec![0.0; n],
-                                |mut a, b| {
-                                    a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
-                                    a
-                                },
-                            );
+                        let rows = columns_in_order(
+                            n,
+                            || vec![0.0; n],
+                            |rows, j| {
+                                let mut w = 0.0;
+                                for l in j..n {
+                                    w += eta[l] * q[l - j];
+                                    rows[l] += w * w;
+                                }
+                            },
+                        );
                         rows.iter().all(|x| x.is_finite()).then_some(rows)
                     }
                 }
@@ -369,34 +360,30 @@ impl ToeplitzProblem {
                 (value, weighted)
             }
             Some(eta) => {
-                let (value, g) = (0..n)
-                    .into_par_iter()
-                    .fold(
-                        || (0.0, vec![0.0; n], vec![0.0; n]),
-                        |(mut value, mut g, mut column), j| {
-                            // Column j: w_l = Σ_{l' = j}^{l} η_{l'} q_{l'−j}.
-                            let mut w = 0.0;
-                            for l in j..n {
-                                w += eta[l] * q[l - j];
-                                column[l] = w;
-                                value += w * w;
-                            }
-                            let mut suffix = 0.0;
-                            for l in (j..n).rev() {
-                                suffix += column[l];
-                                g[l - j] += 2.0 * eta[l] * suffix;
-                            }
-                            (value, g, column)
-                        },
-                    )
-                    .map(|(value, g, _)| (value, g))
-                    .reduce(
-                        || (0.0, vec![0.0; n]),
-                        |(v, mut a), (w, b)| {
-                            a.iter_mut().zip(b).for_each(|(a, b)| *a += b);
-                            (v + w, a)
-                        },
-                    );
+                // Per block: g (n), then ‖B‖² (1), then column j as scratch (n, not a sum).
+                let mut sums = columns_in_order(
+                    n,
+                    || vec![0.0; 2 * n + 1],
+                    |g, j| {
+                        // Column j: w_l = Σ_{l' = j}^{l} η_{l'} q_{l'−j}.
+                        let (g, rest) = g.split_at_mut(n);
+                        let (value, column) = rest.split_at_mut(1);
+                        let mut w = 0.0;
+                        for l in j..n {
+                            w += eta[l] * q[l - j];
+                            column[l] = w;
+                            value[0] += w * w;
+                        }
+                        let mut suffix = 0.0;
+                        for l in (j..n).rev() {
+                            suffix += column[l];
+                            g[l - j] += 2.0 * eta[l] * suffix;
+                        }
+                    },
+                );
+                sums.truncate(n + 1);
+                let value = sums.pop().unwrap_or(0.0);
+                let g = sums;
                 (value, g)
             }
         };
@@ -445,6 +432,32 @@ impl ToeplitzProblem {
             gradient,
         })
     }
+}
+
+/// `Σ_j f(j)` over the columns `j < n`, each `f` adding into a vector made by `zero`: blocks of
+/// columns in parallel, their sums added in block order, so the result does not depend on the
+/// threads' schedule (the compiler's blobs are reproducible bit for bit).
+fn columns_in_order(
+    n: usize,
+    zero: impl Fn() -> Vec<f64> + Sync,
+    f: impl Fn(&mut Vec<f64>, usize) + Sync,
+) -> Vec<f64> {
+    const BLOCK: usize = 64;
+    let blocks: Vec<Vec<f64>> = (0..n.div_ceil(BLOCK))
+        .into_par_iter()
+        .map(|block| {
+            let mut sum = zero();
+            for j in block * BLOCK..n.min((block + 1) * BLOCK) {
+                f(&mut sum, j);
+            }
+            sum
+        })
+        .collect();
+    let mut total = zero();
+    for block in blocks {
+        total.iter_mut().zip(block).for_each(|(a, b)| *a += b);
+    }
+    total
 }
 
 /// `‖A T(c)⁻¹‖_F²` and its gradient for a dense `A`: the general banded gradient, summed along

@@ -11,18 +11,73 @@
 //! [`ROOT`]. Seeds are valid checkpoints in this layout, in both modes ([`seeds`]).
 
 use mfc_runtime::checkpoint::{BlobFingerprint, MAGIC, ReleaseCounter, VERSION, epoch_noise};
-use mfc_runtime::formats::Workload;
-use mfc_runtime::{ChaChaNoise, Error, Stream, Validated};
+use mfc_runtime::formats::{Decoder, Workload};
+use mfc_runtime::{BandMfStream, ChaChaNoise, Error, Stream, Validated};
 
-use super::{DIM, advance};
+use super::{DIM, Replay, advance, step_past_horizon};
 
 /// The blobs checkpoints are restored against: a prefix sum with a low-rank part, one with a
-/// wider band, and a custom workload (noise only).
-pub const BLOBS: [&[u8]; 3] = [
+/// wider band, a custom workload (noise only), and two BandMF blobs (a banded Toeplitz prefix
+/// sum; a general encoder for momentum, whose stream keeps no running sum).
+pub const BLOBS: [&[u8]; 5] = [
     include_bytes!("../seeds/blob/prefix_n8_h2_r1.mfc"),
     include_bytes!("../seeds/blob/prefix_n16_h3_r2.mfc"),
     include_bytes!("../seeds/blob/custom_n6_h2_r1.mfc"),
+    include_bytes!("../seeds/blob/bandmf_toeplitz_n12_b4.mfc"),
+    include_bytes!("../seeds/blob/bandmf_general_momentum_n10_b3.mfc"),
 ];
+
+/// A stream with checkpoints, as the checks use it: [`Stream`] or [`BandMfStream`].
+pub trait Resume: Replay {
+    /// `restore`.
+    fn restore(
+        &mut self,
+        blob: &BlobFingerprint<'_>,
+        checkpoint: &[u8],
+        counter: &ReleaseCounter,
+    ) -> Result<(), Error>;
+    /// `checkpoint`.
+    fn checkpoint(
+        &self,
+        blob: &BlobFingerprint<'_>,
+        counter: &ReleaseCounter,
+        out: &mut [u8],
+    ) -> Result<usize, Error>;
+    /// `checkpoint_capacity`.
+    fn checkpoint_capacity(&self) -> usize;
+    /// `horizon`.
+    fn horizon(&self) -> u32;
+}
+
+macro_rules! impl_resume {
+    ($($stream:ident),*) => {$(
+        impl Resume for $stream<'_, '_, ChaChaNoise> {
+            fn restore(
+                &mut self,
+                blob: &BlobFingerprint<'_>,
+                checkpoint: &[u8],
+                counter: &ReleaseCounter,
+            ) -> Result<(), Error> {
+                $stream::restore(self, blob, checkpoint, counter)
+            }
+            fn checkpoint(
+                &self,
+                blob: &BlobFingerprint<'_>,
+                counter: &ReleaseCounter,
+                out: &mut [u8],
+            ) -> Result<usize, Error> {
+                $stream::checkpoint(self, blob, counter, out)
+            }
+            fn checkpoint_capacity(&self) -> usize {
+                $stream::checkpoint_capacity(self)
+            }
+            fn horizon(&self) -> u32 {
+                $stream::horizon(self)
+            }
+        }
+    )*};
+}
+impl_resume!(Stream, BandMfStream);
 
 /// The device root secret of every fuzzed stream (epoch keys derive from it).
 pub const ROOT: [u8; 32] = [0x42; 32];
@@ -60,22 +115,30 @@ fn load(index: usize) -> (Validated<'static>, BlobFingerprint<'static>) {
     BlobFingerprint::load(BLOBS[index]).expect("the checkpoint fuzz blobs are valid")
 }
 
-fn fresh<'w>(
-    mechanism: Validated<'static>,
-    workspace: &'w mut [f32],
-) -> Stream<'static, 'w, ChaChaNoise> {
+/// Floats of workspace of the blob's stream at [`DIM`].
+fn workspace_len(mechanism: &Validated<'_>) -> usize {
+    match mechanism.decoder {
+        Decoder::BandMf(_) => BandMfStream::<ChaChaNoise>::workspace_len(mechanism, DIM),
+        _ => Stream::<ChaChaNoise>::workspace_len(mechanism, DIM),
+    }
+    .expect("small dimension")
+}
+
+/// A fresh stream of epoch [`EPOCH`] of the blob's form.
+fn fresh<'w>(mechanism: Validated<'static>, workspace: &'w mut [f32]) -> Box<dyn Resume + 'w> {
     let noise = epoch_noise(&ROOT, &ReleaseCounter::new(EPOCH, 0)).expect("epoch 1 is keyed");
-    Stream::new(mechanism, DIM, workspace, noise).expect("the checkpoint fuzz blobs open")
+    let opened = "the checkpoint fuzz blobs open";
+    match mechanism.decoder {
+        Decoder::BandMf(_) => {
+            Box::new(BandMfStream::new(mechanism, DIM, workspace, noise).expect(opened))
+        }
+        _ => Box::new(Stream::new(mechanism, DIM, workspace, noise).expect(opened)),
+    }
 }
 
 /// Steps `a` and `b` in lockstep to the horizon, asserting bit-identical releases, then checks
 /// that both are finished.
-fn assert_same_releases(
-    a: &mut Stream<'_, '_, ChaChaNoise>,
-    b: &mut Stream<'_, '_, ChaChaNoise>,
-    prefix_sum: bool,
-    what: &str,
-) {
+fn assert_same_releases(a: &mut dyn Resume, b: &mut dyn Resume, prefix_sum: bool, what: &str) {
     assert_eq!(a.steps_released(), b.steps_released(), "{what}");
     while a.steps_released() < a.horizon() {
         let i = a.steps_released();
@@ -83,15 +146,12 @@ fn assert_same_releases(
         let y = advance(b, prefix_sum);
         assert_eq!(x.map(f32::to_bits), y.map(f32::to_bits), "{what}: step {i}");
     }
-    let mut out = [0.0f32; DIM];
-    assert!(matches!(
-        a.step_noise(&mut out),
-        Err(Error::StreamFinished { .. })
-    ));
-    assert!(matches!(
-        b.step_noise(&mut out),
-        Err(Error::StreamFinished { .. })
-    ));
+    for stream in [a, b] {
+        assert!(matches!(
+            step_past_horizon(stream, prefix_sum),
+            Err(Error::StreamFinished { .. })
+        ));
+    }
 }
 
 /// The bytes of a checkpoint's frame (prefix, payload, CRC), if its length field fits in `bytes`.
@@ -118,7 +178,7 @@ pub fn checkpoint(input: &[u8]) {
     let prefix_sum = matches!(mechanism.header.workload, Workload::PrefixSum);
     let n = mechanism.steps();
     let counter = ReleaseCounter::new(EPOCH, u32::from(released) % (n + 2));
-    let needed = Stream::<ChaChaNoise>::workspace_len(&mechanism, DIM).expect("small dimension");
+    let needed = workspace_len(&mechanism);
 
     // Workspaces start as NaN: a restore must overwrite or zero everything it uses.
     let mut workspace = vec![f32::NAN; needed];
@@ -134,8 +194,8 @@ pub fn checkpoint(input: &[u8]) {
                 "a refused restore moved the step"
             );
             assert_same_releases(
-                &mut stream,
-                &mut untouched,
+                &mut *stream,
+                &mut *untouched,
                 prefix_sum,
                 "a refused restore changed the stream",
             );
@@ -170,8 +230,8 @@ pub fn checkpoint(input: &[u8]) {
             copy.restore(&blob, saved, &counter)
                 .expect("a re-checkpoint restores");
             assert_same_releases(
-                &mut stream,
-                &mut copy,
+                &mut *stream,
+                &mut *copy,
                 prefix_sum,
                 "a re-checkpoint restored differently",
             );
@@ -188,9 +248,7 @@ pub fn seeds() -> Vec<(String, Vec<u8>)> {
         let (mechanism, blob) = load(index);
         let prefix_sum = matches!(mechanism.header.workload, Workload::PrefixSum);
         let n = mechanism.steps();
-        let needed =
-            Stream::<ChaChaNoise>::workspace_len(&mechanism, DIM).expect("small dimension");
-        let mut workspace = vec![0.0f32; needed];
+        let mut workspace = vec![0.0f32; workspace_len(&mechanism)];
         let mut stream = fresh(mechanism, &mut workspace);
         let mut counter = ReleaseCounter::new(EPOCH, 0);
         let cuts = [0, 1, 3, n / 2, n];
@@ -209,10 +267,8 @@ pub fn seeds() -> Vec<(String, Vec<u8>)> {
                 }
             }
             if taken < n {
-                advance(&mut stream, prefix_sum);
-                counter
-                    .record(&stream)
-                    .expect("the counter follows the stream");
+                advance(&mut *stream, prefix_sum);
+                counter = ReleaseCounter::new(EPOCH, stream.steps_released());
             }
         }
     }

@@ -15,7 +15,7 @@ use mfc_formats::{
     CHECKSUM_LEN, Error as BlobError, FORMAT_VERSION, MAGIC, Mechanism, PREFIX_LEN, Validated,
 };
 use mfc_runtime::formats::{Decoder, Workload};
-use mfc_runtime::{BltStream, ChaChaNoise, Error, FftStream, Stream};
+use mfc_runtime::{BandMfStream, BltStream, ChaChaNoise, Error, FftStream, Stream};
 
 /// The dimension `d` blobs are replayed with: more than one coordinate, not a power of two.
 pub const DIM: usize = 3;
@@ -98,12 +98,13 @@ pub fn input_row(i: u32) -> [f32; DIM] {
     [0.25 * i as f32, sign * f32::MAX, 1e-30]
 }
 
-/// One step of `stream`: `step` for a prefix sum, `step_noise` otherwise (where `step` must be
-/// refused). Returns the release.
-pub fn advance(stream: &mut impl Replay, prefix_sum: bool) -> [f32; DIM] {
+/// One step of `stream`: `step` when it takes inputs for this workload (a prefix sum, or any
+/// workload for BandMF), `step_noise` otherwise (where `step` must be refused). Returns the
+/// release.
+pub fn advance(stream: &mut (impl Replay + ?Sized), prefix_sum: bool) -> [f32; DIM] {
     let i = stream.steps_released();
     let mut out = [0.0f32; DIM];
-    if prefix_sum {
+    if stream.takes_inputs(prefix_sum) {
         stream
             .step(&input_row(i), &mut out)
             .expect("a step before the horizon succeeds");
@@ -122,6 +123,22 @@ pub fn advance(stream: &mut impl Replay, prefix_sum: bool) -> [f32; DIM] {
     out
 }
 
+/// The next step of a stream at its horizon: [`Error::StreamFinished`] whether it takes inputs
+/// or releases noise only.
+pub fn step_past_horizon(
+    stream: &mut (impl Replay + ?Sized),
+    prefix_sum: bool,
+) -> Result<(), Error> {
+    let mut out = [0.0f32; DIM];
+    if stream.takes_inputs(prefix_sum) {
+        stream.step(&input_row(stream.steps_released()), &mut out)
+    } else {
+        stream
+            .step_noise(&mut out)
+            .expect("noise-only streams have step_noise")
+    }
+}
+
 /// Calls that every stream must refuse without changing anything: rows of the wrong length and a
 /// non-finite input.
 pub fn refused_calls(stream: &mut impl Replay, prefix_sum: bool) {
@@ -129,7 +146,7 @@ pub fn refused_calls(stream: &mut impl Replay, prefix_sum: bool) {
     let mut out = [0.0f32; DIM];
     let mut short = [0.0f32; DIM - 1];
     let row = input_row(i);
-    if prefix_sum {
+    if stream.takes_inputs(prefix_sum) {
         assert!(stream.step(&row[..DIM - 1], &mut out).is_err());
         assert!(stream.step(&row, &mut short).is_err());
         assert_eq!(
@@ -248,6 +265,7 @@ pub fn replay(mechanism: &Validated<'_>) -> bool {
         Decoder::BandedLowRank(_) => replay_as!(Stream, mechanism),
         Decoder::Fft(_) => replay_as!(FftStream, mechanism),
         Decoder::Blt(_) => replay_as!(BltStream, mechanism),
+        Decoder::BandMf(_) => replay_as!(BandMfStream, mechanism),
         #[allow(unreachable_patterns)]
         _ => false,
     }
@@ -268,15 +286,8 @@ fn replay_streams(clean: &mut impl Replay, disturbed: &mut impl Replay, mechanis
         );
     }
     if n <= MAX_REPLAY_STEPS {
-        let mut out = [0.0f32; DIM];
         for stream in [clean as &mut dyn Replay, disturbed as &mut dyn Replay] {
-            let finished = if prefix_sum {
-                stream.step(&input_row(n), &mut out)
-            } else {
-                stream
-                    .step_noise(&mut out)
-                    .expect("noise-only streams have step_noise")
-            };
+            let finished = step_past_horizon(stream, prefix_sum);
             assert_eq!(finished, Err(Error::StreamFinished { steps: n }));
             assert_eq!(stream.steps_released(), n);
         }
@@ -293,6 +304,11 @@ pub trait Replay {
     fn step_noise(&mut self, out: &mut [f32]) -> Option<Result<(), Error>>;
     /// `steps_released`.
     fn steps_released(&self) -> u32;
+    /// Whether `step` takes inputs for a blob of this workload: for a prefix sum (every form),
+    /// or for any workload (BandMF, which releases the noised inputs).
+    fn takes_inputs(&self, prefix_sum: bool) -> bool {
+        prefix_sum
+    }
 }
 
 macro_rules! impl_replay {
@@ -318,6 +334,26 @@ macro_rules! impl_replay {
     )*};
 }
 impl_replay!(Stream, FftStream);
+
+/// BandMF steps with inputs for every workload (prefix sums, or the noised inputs of another
+/// workload) and has no noise-only step.
+impl Replay for BandMfStream<'_, '_, ChaChaNoise> {
+    fn step(&mut self, input: &[f32], release: &mut [f32]) -> Result<(), Error> {
+        BandMfStream::step(self, input, release)
+    }
+    fn step_examples(&mut self, examples: &[f32], release: &mut [f32]) -> Result<(), Error> {
+        BandMfStream::step_examples(self, examples, release)
+    }
+    fn step_noise(&mut self, _: &mut [f32]) -> Option<Result<(), Error>> {
+        None
+    }
+    fn steps_released(&self) -> u32 {
+        BandMfStream::steps_released(self)
+    }
+    fn takes_inputs(&self, _: bool) -> bool {
+        true
+    }
+}
 
 /// The BLT form streams prefix sums only (it refuses other workloads when built).
 impl Replay for BltStream<'_, '_, ChaChaNoise> {
