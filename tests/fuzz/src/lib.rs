@@ -195,7 +195,7 @@ fn refusal_is_expected(e: Error, mechanism: &Mechanism<'_>) -> bool {
     }
 }
 
-/// The body of [`replay`] for one stream type (`Stream`, `FftStream`, `BltStream`, which
+/// The body of [`replay`] for one stream type (`Stream`, `FftStream`, `BltStream`, `BandMfStream`, which
 /// share their constructors' signatures).
 macro_rules! replay_as {
     ($stream:ident, $mechanism:expr) => {{
