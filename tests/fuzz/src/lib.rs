@@ -195,8 +195,8 @@ fn refusal_is_expected(e: Error, mechanism: &Mechanism<'_>) -> bool {
     }
 }
 
-/// The body of [`replay`] for one stream type (`Stream`, `FftStream`, `BltStream`, `BandMfStream`, which
-/// share their constructors' signatures).
+/// The body of [`replay`] for one stream type (`Stream`, `FftStream`, `BltStream`,
+/// `BandMfStream`, which share their constructors' signatures).
 macro_rules! replay_as {
     ($stream:ident, $mechanism:expr) => {{
         let mechanism: &Validated<'_> = $mechanism;
