@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The telemetry firmware (examples/firmware) under QEMU (mps2-an386, Cortex-M4F): its releases
-# must equal the host reference bit for bit, and a build with a corrupted blob must report the
-# error and exit with code 2 — not 0, not hang (timeout: 124), not fault (3) or panic (101).
+# The telemetry firmware (examples/firmware) under QEMU (mps2-an386, Cortex-M4F), built with the
+# banded blob (telemetry.mfc) and with the BandMF one (bandmf.mfc): its releases must equal the
+# host reference bit for bit, and a build with a corrupted blob must report the error and exit
+# with code 2 — not 0, not hang (timeout: 124), not fault (3) or panic (101).
 # The drift firmware streams 10⁶ BLT steps (d = 1): its printed releases and the checksum of all
 # of them must equal the host's, whose every release is within 4 ulps of the exact sum.
 # Leaves the logs in target/firmware/ (.ci/run hands them to the workspace tests).
@@ -19,9 +20,13 @@ echo "-- build (thumbv7em-none-eabihf, opt-level s, LTO)"
 (cd "$fw" && cargo build --release --bin telemetry --bin drift)
 (cd "$fw" && cargo build --release --bin telemetry --features corrupt-blob --target-dir target/corrupt)
 (cd "$fw" && cargo build --release --bin telemetry --features defmt --target-dir target/defmt)
+(cd "$fw" && MFC_FIRMWARE_BLOB="$PWD/bandmf.mfc" cargo build --release --bin telemetry \
+   --target-dir target/bandmf)
 elf=$fw/target/thumbv7em-none-eabihf/release/telemetry
 corrupt=$fw/target/corrupt/thumbv7em-none-eabihf/release/telemetry
-arm-none-eabi-size "$elf" "$corrupt" "$fw/target/defmt/thumbv7em-none-eabihf/release/telemetry"
+bandmf=$fw/target/bandmf/thumbv7em-none-eabihf/release/telemetry
+arm-none-eabi-size "$elf" "$corrupt" "$fw/target/defmt/thumbv7em-none-eabihf/release/telemetry" \
+  "$bandmf"
 
 echo "-- run under QEMU"
 status=0
@@ -31,6 +36,15 @@ echo "..."
 tail -n 3 "$logs/telemetry.log"
 if [ "$status" -ne 0 ]; then
   echo "firmware exited with $status (expected 0)" >&2
+  exit 1
+fi
+
+echo "-- run the BandMF build under QEMU"
+status=0
+"${qemu[@]}" "$bandmf" >"$logs/bandmf.log" || status=$?
+tail -n 2 "$logs/bandmf.log"
+if [ "$status" -ne 0 ]; then
+  echo "BandMF firmware exited with $status (expected 0)" >&2
   exit 1
 fi
 
@@ -49,6 +63,7 @@ fi
 
 echo "-- compare with the host reference"
 MFC_FIRMWARE_LOG="$PWD/$logs/telemetry.log" MFC_FIRMWARE_DRIFT_LOG="$PWD/$logs/drift.log" \
+  MFC_FIRMWARE_BANDMF_LOG="$PWD/$logs/bandmf.log" \
   cargo test --release -p mfc-tests --test firmware -- --include-ignored --nocapture
 
 echo "-- the corrupted blob must be refused with exit code 2"

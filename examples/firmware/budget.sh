@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The budget table of the README: code size of the runtime on a Cortex-M4F (opt-level "s", LTO,
 # codegen-units 1, blob excluded) with and without defmt, its RAM, and instructions per step under
-# `qemu -icount` for d = 1, 4, 16 and (h, r) = (4, 4), (6, 6), and for the BLT form (`blt.mfc`).
+# `qemu -icount` for d = 1, 4, 16 and (h, r) = (4, 4), (6, 6), for the BLT form (`blt.mfc`) and
+# for BandMF (`bandmf.mfc`, `bandmf-general.mfc`).
 #
 # Needs: rustup target thumbv7em-none-eabihf, qemu-system-arm, binutils-arm-none-eabi
 # (`.ci/run` installs them). Prints Markdown; the README's numbers are a copy of its output.
@@ -21,7 +22,12 @@
 #       --buffers 4 --steps 64 --epsilon 2 --delta 1e-6 --clip-norm 1 \
 #       --out examples/firmware/blt.mfc   # CRC-32 0xb93aca06
 # A BltStream has no checkpoint or restore, so its rows show "—" there; its stack column is
-# that of `step` alone.
+# that of `step` alone. BandMF (`size-bandmf`, `bandmf.mfc`: banded Toeplitz, b̂ = 8; the bench
+# also runs `bandmf-general.mfc`, the general encoder with the same options), made with
+#   cargo run --release -p mfc-compiler --bin mfc -- compile --workload prefix --form bandmf \
+#       --toeplitz --bands 8 --steps 64 --epsilon 2 --delta 1e-6 --clip-norm 1 \
+#       --out examples/firmware/bandmf.mfc   # CRC-32 0xcaa83a62
+# and the same without --toeplitz for bandmf-general.mfc.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -60,7 +66,10 @@ for logging in plain defmt; do
   elf=$(build "size-base-blt-$logging" "${extra}size-baseline,size-blt" size)
   sizes=$(code "$elf")
   read -r blt_text blt_rodata <<<"$sizes"
-  for part in stream checkpoint nonoise blt; do
+  elf=$(build "size-base-bandmf-$logging" "${extra}size-baseline,size-bandmf" size)
+  sizes=$(code "$elf")
+  read -r bandmf_text bandmf_rodata <<<"$sizes"
+  for part in stream checkpoint nonoise blt bandmf bandmf-checkpoint; do
     features="$extra"
     label="blob check + stream (banded)"
     base_text=$banded_text base_rodata=$banded_rodata
@@ -74,6 +83,14 @@ for logging in plain defmt; do
       features="${extra}size-blt,"
       label="blob check + stream (BLT)"
       base_text=$blt_text base_rodata=$blt_rodata
+    elif [ "$part" = bandmf ]; then
+      features="${extra}size-bandmf,"
+      label="blob check + stream (BandMF)"
+      base_text=$bandmf_text base_rodata=$bandmf_rodata
+    elif [ "$part" = bandmf-checkpoint ]; then
+      features="${extra}size-bandmf,size-checkpoint,"
+      label="... + checkpoint/restore (BandMF)"
+      base_text=$bandmf_text base_rodata=$bandmf_rodata
     fi
     elf=$(build "size-$part-$logging" "${features%,}" size)
     sizes=$(code "$elf")
@@ -96,7 +113,7 @@ echo '```'
 echo
 
 rows=() horizons=()
-for blob in telemetry.mfc h6r6.mfc blt.mfc; do
+for blob in telemetry.mfc h6r6.mfc blt.mfc bandmf.mfc bandmf-general.mfc; do
   for d in 1 4 16; do
     elf=$(build "bench-${blob%.mfc}-$d" bench telemetry MFC_FIRMWARE_BLOB="$PWD/$blob" MFC_FIRMWARE_DIM=$d)
     line=$(timeout 60 "${QEMU[@]}" -icount shift=$SHIFT -kernel "$elf")
@@ -114,6 +131,12 @@ for blob in telemetry.mfc h6r6.mfc blt.mfc; do
       [ "$ws" -eq $(( (m + 2) * d * 4 )) ] || { echo "workspace $ws != formula" >&2; exit 1; }
       rows+=("| BLT m = $m | $d | $ws | $(field stream_bytes) | $(field stack_bytes) | $(
         instr "$(field step_total)" "$steps") | — | — | $(instr "$(field load)" 1) |")
+    elif [[ $line == "bench bandmf "* ]]; then
+      b=$(field b) kind=$(sed -n 's/.* kind=\([a-z]*\).*/\1/p' <<<"$line")
+      [ "$ws" -eq $(( (b + 2) * d * 4 )) ] || { echo "workspace $ws != formula" >&2; exit 1; }
+      rows+=("| BandMF $kind b̂ = $b | $d | $ws | $(field stream_bytes) | $(field stack_bytes) | $(
+        instr "$(field step_total)" "$steps") | $(instr "$(field checkpoint_total)" "$steps") | $(
+        instr "$(field restore)" 1) | $(instr "$(field load)" 1) |")
     else
       h=$(field h) r=$(field r)
       [ "$ws" -eq $(( (h + r + 2) * d * 4 )) ] || { echo "workspace $ws != formula" >&2; exit 1; }
@@ -128,6 +151,6 @@ n=$(printf '%s\n' "${horizons[@]}" | sort -u)
 [ "$(wc -l <<<"$n")" -eq 1 ] || { echo "budget.sh: the blobs' horizons differ: $n" >&2; exit 1; }
 echo "### RAM and instructions per step (QEMU mps2-an386, -icount shift=$SHIFT, n = $n)"
 echo
-echo "| (h, r) or BLT m | d | workspace (h + r + 2)·d·4 B or (m + 2)·d·4 B | Stream struct B | stack B (step + checkpoint; BLT: step) | instructions / step | / checkpoint | restore | blob check |"
+echo "| (h, r), BLT m or BandMF b̂ | d | workspace (h + r + 2)·d·4 B, (m + 2)·d·4 B or (b̂ + 2)·d·4 B | stream struct B | stack B (step + checkpoint; BLT: step) | instructions / step | / checkpoint | restore | blob check |"
 echo "|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"

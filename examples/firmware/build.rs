@@ -5,8 +5,9 @@
 //! or `blt.mfc` with the `size-blt` feature) and `MFC_FIRMWARE_DIM` (the dimension `d`, default
 //! 4). The workspace is sized exactly from the blob's own parameters, so the `.bss` of the
 //! firmware shows the runtime's RAM formula: `(h + r + 2)·d` floats for a banded blob,
-//! `(m + 2)·d` for a BLT blob with `m` buffers. The blob's form is also set as the cfg
-//! `mfc_form` (`"banded"` or `"blt"`); other decoders are refused.
+//! `(m + 2)·d` for a BLT blob with `m` buffers, `(b̂ + 2)·d` for a BandMF blob with `b̂` bands
+//! (`bandmf.mfc` with the `size-bandmf` feature). The blob's form is also set as the cfg
+//! `mfc_form` (`"banded"`, `"blt"` or `"bandmf"`); other decoders are refused.
 
 use std::env;
 use std::fs;
@@ -35,9 +36,14 @@ fn main() {
 
     println!("cargo:rerun-if-env-changed=MFC_FIRMWARE_BLOB");
     println!("cargo:rerun-if-env-changed=MFC_FIRMWARE_DIM");
-    println!("cargo::rustc-check-cfg=cfg(mfc_form, values(\"banded\", \"blt\"))");
+    println!("cargo::rustc-check-cfg=cfg(mfc_form, values(\"banded\", \"blt\", \"bandmf\"))");
     let size_blt = env::var_os("CARGO_FEATURE_SIZE_BLT").is_some();
-    let default_blob = if size_blt { "blt.mfc" } else { "telemetry.mfc" };
+    let size_bandmf = env::var_os("CARGO_FEATURE_SIZE_BANDMF").is_some();
+    let default_blob = match (size_blt, size_bandmf) {
+        (true, _) => "blt.mfc",
+        (_, true) => "bandmf.mfc",
+        _ => "telemetry.mfc",
+    };
     let blob_path = env::var_os("MFC_FIRMWARE_BLOB")
         .map(PathBuf::from)
         .unwrap_or_else(|| manifest.join(default_blob));
@@ -57,8 +63,8 @@ fn main() {
     let config = match mechanism.decoder {
         Decoder::BandedLowRank(decoder) => {
             assert!(
-                !size_blt,
-                "{}: the size-blt feature needs a BLT blob",
+                !size_blt && !size_bandmf,
+                "{}: the size-blt and size-bandmf features need a BLT or a BandMF blob",
                 blob_path.display()
             );
             println!("cargo::rustc-cfg=mfc_form=\"banded\"");
@@ -82,6 +88,25 @@ fn main() {
                  pub const WORKSPACE: usize = {workspace};\n\
                  /// The blob's horizon `n`.\npub const STEPS: u32 = {steps};\n\
                  /// The blob's BLT buffers per coordinate `m`.\npub const BUFFERS: usize = {buffers};\n"
+            )
+        }
+        Decoder::BandMf(decoder) => {
+            assert!(
+                matches!(mechanism.header.workload, mfc_formats::Workload::PrefixSum),
+                "{}: the telemetry firmware releases prefix sums",
+                blob_path.display()
+            );
+            println!("cargo::rustc-cfg=mfc_form=\"bandmf\"");
+            let bands = decoder.bands;
+            let toeplitz = matches!(decoder.kind, mfc_formats::BandMfKind::Toeplitz);
+            let workspace = (bands as usize + 2) * dim;
+            format!(
+                "/// The stream's dimension `d`.\npub const DIM: usize = {dim};\n\
+                 /// Floats of workspace: `(b̂ + 2)·d` with `b̂ = {bands}`.\n\
+                 pub const WORKSPACE: usize = {workspace};\n\
+                 /// The blob's horizon `n`.\npub const STEPS: u32 = {steps};\n\
+                 /// The blob's BandMF bands `b̂`.\npub const BANDS: u32 = {bands};\n\
+                 /// Whether the blob's encoder is banded Toeplitz.\npub const TOEPLITZ: bool = {toeplitz};\n"
             )
         }
         _ => panic!("{}: unsupported decoder", blob_path.display()),

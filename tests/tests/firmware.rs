@@ -1,6 +1,8 @@
 //! The host reference of the telemetry firmware (`examples/firmware`): the same blob, root secret,
 //! epoch and events through the host runtime, uninterrupted, must give the release lines the
-//! firmware printed under QEMU — bit for bit.
+//! firmware printed under QEMU — bit for bit. Two telemetry blobs: `telemetry.mfc` (banded plus
+//! low rank, `Stream`) and `bandmf.mfc` (banded Toeplitz, `BandMfStream`), each run by the
+//! firmware with the same reboot protocol.
 //!
 //! Why exact, not within a tolerance: every operation of the runtime is an IEEE-754 basic `f32`
 //! operation (or a conversion done on the bits) executed in the same order on both sides — on the
@@ -11,8 +13,8 @@
 //! clipping) come from the same `libm` crate on both sides, or are correctly rounded (`sqrtf`). A
 //! mismatch is therefore a real divergence, not rounding noise.
 //!
-//! `MFC_FIRMWARE_LOG` and `MFC_FIRMWARE_DRIFT_LOG` name the captured QEMU outputs of the
-//! telemetry and the long-horizon (`drift`) firmware; `.ci/firmware.sh` sets them and runs the
+//! `MFC_FIRMWARE_LOG`, `MFC_FIRMWARE_BANDMF_LOG` and `MFC_FIRMWARE_DRIFT_LOG` name the captured
+//! QEMU outputs of the two telemetry builds and the long-horizon (`drift`) firmware; `.ci/firmware.sh` sets them and runs the
 //! comparisons. Built with `CI=true` (`.ci/run`) the comparisons are ordinary tests and fail when a
 //! log is missing; otherwise they are ignored (listed as such by `cargo test`), and the host-side
 //! checks run alone: the firmware's reboot protocol replayed on the host equals the uninterrupted
@@ -22,7 +24,9 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use mfc_runtime::checkpoint::BlobFingerprint;
-use mfc_runtime::{Error, Mechanism, ReleaseCounter, Stream, epoch_noise};
+use mfc_runtime::{
+    BandMfStream, ChaChaNoise, Error, Mechanism, ReleaseCounter, Stream, epoch_noise,
+};
 
 #[path = "../../examples/firmware/src/scenario.rs"]
 #[allow(dead_code)]
@@ -32,8 +36,10 @@ use scenario::{REBOOT_AFTER, ROOT_SECRET, STALE_AFTER, events, write_release};
 
 const DIM: usize = 4;
 
-fn blob() -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/firmware/telemetry.mfc");
+fn blob(name: &str) -> Vec<u8> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples/firmware")
+        .join(name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
@@ -43,75 +49,90 @@ fn line(step: u32, release: &[f32]) -> String {
     s
 }
 
-/// The uninterrupted stream of epoch 1: one release line per step.
-fn reference(bytes: &[u8]) -> Vec<String> {
-    let mechanism = Mechanism::from_bytes(bytes).unwrap();
-    let counter = ReleaseCounter::FACTORY.cold_start().unwrap();
-    let mut workspace =
-        vec![0.0f32; Stream::<mfc_runtime::ChaChaNoise>::workspace_len(&mechanism, DIM).unwrap()];
-    let noise = epoch_noise(&ROOT_SECRET, &counter).unwrap();
-    let mut stream = Stream::new(mechanism, DIM, &mut workspace, noise).unwrap();
-    let (mut input, mut release) = ([0.0f32; DIM], [0.0f32; DIM]);
-    (0..stream.horizon())
-        .map(|step| {
-            events(step, &mut input);
-            stream.step(&input, &mut release).unwrap();
-            line(step, &release)
-        })
-        .collect()
-}
-
-/// The firmware's protocol on the host: step → checkpoint → count → emit, a reboot after
+/// The firmware's two runs on the host, for one stream type (`Stream` or `BandMfStream`, which
+/// share these methods): `reference`, the uninterrupted stream of epoch 1, one release line per
+/// step; `with_reboot`, the firmware's protocol — step → checkpoint → count → emit, a reboot after
 /// `REBOOT_AFTER` steps, the stale checkpoint refused, the newest restored.
-fn with_reboot(bytes: &[u8]) -> Vec<String> {
-    let (mechanism, blob) = BlobFingerprint::load(bytes).unwrap();
-    let mut counter = ReleaseCounter::FACTORY.cold_start().unwrap();
-    let len = Stream::<mfc_runtime::ChaChaNoise>::workspace_len(&mechanism, DIM).unwrap();
-    let mut workspace = vec![0.0f32; len];
-    let (mut newest, mut older) = (vec![0u8; 68 + 4 * len], Vec::new());
-    let (mut input, mut release) = ([0.0f32; DIM], [0.0f32; DIM]);
-    let mut lines = Vec::new();
-    {
-        let noise = epoch_noise(&ROOT_SECRET, &counter).unwrap();
-        let mut stream = Stream::new(mechanism, DIM, &mut workspace, noise).unwrap();
-        for step in 0..REBOOT_AFTER {
-            events(step, &mut input);
-            stream.step(&input, &mut release).unwrap();
-            let n = stream.checkpoint(&blob, &counter, &mut newest).unwrap();
-            counter.record(&stream).unwrap();
-            if step + 1 == STALE_AFTER {
-                older = newest[..n].to_vec();
+macro_rules! protocol {
+    ($module:ident, $stream:ident) => {
+        mod $module {
+            use super::*;
+
+            pub fn reference(bytes: &[u8]) -> Vec<String> {
+                let mechanism = Mechanism::from_bytes(bytes).unwrap();
+                let counter = ReleaseCounter::FACTORY.cold_start().unwrap();
+                let len = $stream::<ChaChaNoise>::workspace_len(&mechanism, DIM).unwrap();
+                let mut workspace = vec![0.0f32; len];
+                let noise = epoch_noise(&ROOT_SECRET, &counter).unwrap();
+                let mut stream = $stream::new(mechanism, DIM, &mut workspace, noise).unwrap();
+                let (mut input, mut release) = ([0.0f32; DIM], [0.0f32; DIM]);
+                (0..stream.horizon())
+                    .map(|step| {
+                        events(step, &mut input);
+                        stream.step(&input, &mut release).unwrap();
+                        line(step, &release)
+                    })
+                    .collect()
             }
-            lines.push(line(step, &release));
+
+            pub fn with_reboot(bytes: &[u8]) -> Vec<String> {
+                let (mechanism, blob) = BlobFingerprint::load(bytes).unwrap();
+                let mut counter = ReleaseCounter::FACTORY.cold_start().unwrap();
+                let len = $stream::<ChaChaNoise>::workspace_len(&mechanism, DIM).unwrap();
+                let mut workspace = vec![0.0f32; len];
+                let (mut newest, mut older) = (vec![0u8; 68 + 4 * len], Vec::new());
+                let (mut input, mut release) = ([0.0f32; DIM], [0.0f32; DIM]);
+                let mut lines = Vec::new();
+                {
+                    let noise = epoch_noise(&ROOT_SECRET, &counter).unwrap();
+                    let mut stream = $stream::new(mechanism, DIM, &mut workspace, noise).unwrap();
+                    for step in 0..REBOOT_AFTER {
+                        events(step, &mut input);
+                        stream.step(&input, &mut release).unwrap();
+                        let n = stream.checkpoint(&blob, &counter, &mut newest).unwrap();
+                        counter.record(&stream).unwrap();
+                        if step + 1 == STALE_AFTER {
+                            older = newest[..n].to_vec();
+                        }
+                        lines.push(line(step, &release));
+                    }
+                }
+                workspace.fill(f32::NAN);
+                let noise = epoch_noise(&ROOT_SECRET, &counter).unwrap();
+                let mut stream = $stream::new(mechanism, DIM, &mut workspace, noise).unwrap();
+                assert_eq!(
+                    stream.restore(&blob, &older, &counter),
+                    Err(Error::StaleCheckpoint {
+                        step: STALE_AFTER,
+                        released: REBOOT_AFTER
+                    })
+                );
+                stream.restore(&blob, &newest, &counter).unwrap();
+                for step in REBOOT_AFTER..stream.horizon() {
+                    events(step, &mut input);
+                    stream.step(&input, &mut release).unwrap();
+                    stream.checkpoint(&blob, &counter, &mut newest).unwrap();
+                    counter.record(&stream).unwrap();
+                    lines.push(line(step, &release));
+                }
+                lines
+            }
         }
-    }
-    workspace.fill(f32::NAN);
-    let noise = epoch_noise(&ROOT_SECRET, &counter).unwrap();
-    let mut stream = Stream::new(mechanism, DIM, &mut workspace, noise).unwrap();
-    assert_eq!(
-        stream.restore(&blob, &older, &counter),
-        Err(Error::StaleCheckpoint {
-            step: STALE_AFTER,
-            released: REBOOT_AFTER
-        })
-    );
-    stream.restore(&blob, &newest, &counter).unwrap();
-    for step in REBOOT_AFTER..stream.horizon() {
-        events(step, &mut input);
-        stream.step(&input, &mut release).unwrap();
-        stream.checkpoint(&blob, &counter, &mut newest).unwrap();
-        counter.record(&stream).unwrap();
-        lines.push(line(step, &release));
-    }
-    lines
+    };
 }
+protocol!(banded, Stream);
+protocol!(bandmf, BandMfStream);
 
 #[test]
 fn the_firmware_protocol_with_a_reboot_equals_the_uninterrupted_stream() {
-    let bytes = blob();
-    let reference = reference(&bytes);
+    let bytes = blob("telemetry.mfc");
+    let reference = banded::reference(&bytes);
     assert_eq!(reference.len(), 64);
-    assert_eq!(with_reboot(&bytes), reference);
+    assert_eq!(banded::with_reboot(&bytes), reference);
+    let bytes = blob("bandmf.mfc");
+    let reference = bandmf::reference(&bytes);
+    assert_eq!(reference.len(), 64);
+    assert_eq!(bandmf::with_reboot(&bytes), reference);
 }
 
 /// The QEMU output named by the environment variable `var`; panics (the test fails) when it is
@@ -124,14 +145,9 @@ fn qemu_log(var: &str) -> String {
         .unwrap_or_else(|e| panic!("{var}={}: {e}", PathBuf::from(&log).display()))
 }
 
-#[test]
-#[cfg_attr(
-    not(mfc_ci),
-    ignore = "needs MFC_FIRMWARE_LOG from .ci/firmware.sh, which runs it (required with CI=true)"
-)]
-fn the_firmware_output_under_qemu_equals_the_host_reference() {
-    let text = qemu_log("MFC_FIRMWARE_LOG");
-    let bytes = blob();
+/// The QEMU log of a telemetry build against the host reference `reference` of blob `bytes`:
+/// the banner, every release line, the stale checkpoint refused, the end.
+fn compare_log(text: &str, bytes: &[u8], reference: &[String]) {
     let crc = u32::from_le_bytes(bytes[bytes.len() - 4..].try_into().unwrap());
     let mut expected_banner = String::new();
     write!(
@@ -146,9 +162,8 @@ fn the_firmware_output_under_qemu_equals_the_host_reference() {
         .copied()
         .filter(|l| l.starts_with("release"))
         .collect();
-    let reference = reference(&bytes);
     assert_eq!(released.len(), reference.len(), "release lines in {text}");
-    for (got, want) in released.iter().zip(&reference) {
+    for (got, want) in released.iter().zip(reference) {
         assert_eq!(got, want);
     }
     assert!(
@@ -159,6 +174,28 @@ fn the_firmware_output_under_qemu_equals_the_host_reference() {
     );
     assert_eq!(lines.last().copied(), Some("done: 64 steps released"));
     eprintln!("{} release lines equal the host reference", released.len());
+}
+
+#[test]
+#[cfg_attr(
+    not(mfc_ci),
+    ignore = "needs MFC_FIRMWARE_LOG from .ci/firmware.sh, which runs it (required with CI=true)"
+)]
+fn the_firmware_output_under_qemu_equals_the_host_reference() {
+    let bytes = blob("telemetry.mfc");
+    let text = qemu_log("MFC_FIRMWARE_LOG");
+    compare_log(&text, &bytes, &banded::reference(&bytes));
+}
+
+#[test]
+#[cfg_attr(
+    not(mfc_ci),
+    ignore = "needs MFC_FIRMWARE_BANDMF_LOG from .ci/firmware.sh, which runs it (required with CI=true)"
+)]
+fn the_bandmf_firmware_output_under_qemu_equals_the_host_reference() {
+    let bytes = blob("bandmf.mfc");
+    let text = qemu_log("MFC_FIRMWARE_BANDMF_LOG");
+    compare_log(&text, &bytes, &bandmf::reference(&bytes));
 }
 
 /// The long-horizon firmware's blob (`examples/firmware/drift.mfc`).

@@ -16,6 +16,9 @@ pub enum Form {
     Banded { band_rank: (u32, u32) },
     /// BLT with `m` buffers per coordinate: `BltStream`, which has no checkpoint or restore.
     Blt { buffers: usize },
+    /// BandMF with `b̂` bands, banded Toeplitz or general: `BandMfStream`, with checkpoint and
+    /// restore.
+    BandMf { bands: u32, toeplitz: bool },
 }
 
 /// The figures of a `bench` run; times are SysTick ticks (see `budget.sh` for instructions).
@@ -95,7 +98,8 @@ mod text {
     }
 
     /// Banded: `bench h=… r=… d=… … checkpoint_total=… restore=… …`; BLT: `bench blt m=… d=…`
-    /// and the same fields without `checkpoint_total` and `restore`.
+    /// and the same fields without `checkpoint_total` and `restore`; BandMF: `bench bandmf b=…
+    /// kind=toeplitz|general d=…` and the banded fields.
     #[cfg(feature = "bench")]
     pub fn bench(b: &super::Bench) {
         match b.form {
@@ -103,6 +107,22 @@ mod text {
                 "bench h={} r={} d={} steps={} workspace_floats={} stream_bytes={} stack_bytes={} ticks: load={} step_total={} checkpoint_total={} restore={} empty={} checksum={:08x}",
                 band_rank.0,
                 band_rank.1,
+                b.dim,
+                b.steps,
+                b.workspace_floats,
+                b.stream_bytes,
+                b.stack_bytes,
+                b.load,
+                b.stepping,
+                b.checkpointing,
+                b.restoring,
+                b.empty,
+                b.checksum
+            ),
+            super::Form::BandMf { bands, toeplitz } => semihosting::println!(
+                "bench bandmf b={} kind={} d={} steps={} workspace_floats={} stream_bytes={} stack_bytes={} ticks: load={} step_total={} checkpoint_total={} restore={} empty={} checksum={:08x}",
+                bands,
+                if toeplitz { "toeplitz" } else { "general" },
                 b.dim,
                 b.steps,
                 b.workspace_floats,
@@ -177,6 +197,18 @@ mod text {
                 "bench h={=u32} r={=u32} d={=usize} steps={=u32} stack_bytes={=usize} ticks: step_total={=u64} checkpoint_total={=u64} restore={=u64} empty={=u64}",
                 band_rank.0,
                 band_rank.1,
+                b.dim,
+                b.steps,
+                b.stack_bytes,
+                b.stepping,
+                b.checkpointing,
+                b.restoring,
+                b.empty
+            ),
+            super::Form::BandMf { bands, toeplitz } => defmt::info!(
+                "bench bandmf b={=u32} toeplitz={=bool} d={=usize} steps={=u32} stack_bytes={=usize} ticks: step_total={=u64} checkpoint_total={=u64} restore={=u64} empty={=u64}",
+                bands,
+                toeplitz,
                 b.dim,
                 b.steps,
                 b.stack_bytes,

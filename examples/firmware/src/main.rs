@@ -16,7 +16,8 @@
 //! Exit codes (through semihosting): 0 success, 2 a runtime error (e.g. the `corrupt-blob`
 //! build), 3 a hard fault, 101 a panic. With the `bench` feature it prints instruction counts
 //! instead (see `budget.sh`); the bench run also takes a BLT blob (`MFC_FIRMWARE_BLOB=blt.mfc`,
-//! replayed by `BltStream`, which has no checkpoint), the telemetry run only a banded one.
+//! replayed by `BltStream`, which has no checkpoint), the telemetry run a banded or a BandMF one
+//! (`MFC_FIRMWARE_BLOB=bandmf.mfc`, replayed by `BandMfStream` with the same protocol).
 #![no_std]
 #![no_main]
 // The bench build uses the loggers and the scenario only in part.
@@ -25,7 +26,7 @@
 // cortex-m provides the critical section that defmt's logger takes.
 use cortex_m as _;
 use cortex_m_rt::{ExceptionFrame, entry, exception};
-use mfc_runtime::{BlobFingerprint, Error, ReleaseCounter, Stream, epoch_noise};
+use mfc_runtime::{BlobFingerprint, Error, ReleaseCounter, epoch_noise};
 
 #[allow(dead_code)]
 mod config {
@@ -42,15 +43,21 @@ use scenario::{REBOOT_AFTER, ROOT_SECRET, STALE_AFTER, events};
 
 #[cfg(all(mfc_form = "blt", not(feature = "bench")))]
 compile_error!(
-    "the telemetry run checkpoints, so it needs a banded blob (MFC_FIRMWARE_BLOB or the size-blt \
-     feature chose a BLT one); BLT is bench only"
+    "the telemetry run checkpoints, so it needs a banded or BandMF blob (MFC_FIRMWARE_BLOB or the \
+     size-blt feature chose a BLT one); BLT is bench only"
 );
+
+/// The stream of the embedded blob's form: both have checkpoints and the same methods.
+#[cfg(mfc_form = "bandmf")]
+type TelemetryStream<'m, 'w> = mfc_runtime::BandMfStream<'m, 'w, mfc_runtime::ChaChaNoise>;
+#[cfg(not(mfc_form = "bandmf"))]
+type TelemetryStream<'m, 'w> = mfc_runtime::Stream<'m, 'w, mfc_runtime::ChaChaNoise>;
 
 /// The mechanism, in flash: `telemetry.mfc` (see `README.md` for the command that made it), or
 /// the blob named by `MFC_FIRMWARE_BLOB` at build time.
 static BLOB: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/blob.mfc"));
 
-/// Bytes of a checkpoint slot: `14 + 50 + 4·(h + r + 2)·d + 4`.
+/// Bytes of a checkpoint slot: `14 + 50 + 4·(floats of workspace) + 4`.
 const SLOT: usize = 68 + 4 * WORKSPACE;
 
 /// What survives a reboot: the release counter (monotonic storage) and two checkpoint slots
@@ -95,7 +102,7 @@ fn run() -> Result<(), Error> {
     let mut step = 0;
     {
         let noise = epoch_noise(&ROOT_SECRET, &storage.counter)?;
-        let mut stream = Stream::new(mechanism, DIM, &mut workspace, noise)?;
+        let mut stream = TelemetryStream::new(mechanism, DIM, &mut workspace, noise)?;
         while step < REBOOT_AFTER {
             events(step, &mut input);
             stream.step(&input, &mut release)?;
@@ -112,7 +119,7 @@ fn run() -> Result<(), Error> {
     workspace.fill(f32::NAN);
     let (mechanism, blob) = BlobFingerprint::load(BLOB)?;
     let noise = epoch_noise(&ROOT_SECRET, &storage.counter)?;
-    let mut stream = Stream::new(mechanism, DIM, &mut workspace, noise)?;
+    let mut stream = TelemetryStream::new(mechanism, DIM, &mut workspace, noise)?;
     match stream.restore(&blob, &storage.older, &storage.counter) {
         Err(e @ Error::StaleCheckpoint { .. }) => log::refused(e),
         Err(e) => return Err(e),
@@ -136,7 +143,7 @@ fn run() -> Result<(), Error> {
 
 /// The budget run: instructions (SysTick under `qemu -icount`) for loading the blob, a step, a
 /// checkpoint and a restore; nothing is printed between the marks.
-#[cfg(all(feature = "bench", mfc_form = "banded"))]
+#[cfg(all(feature = "bench", any(mfc_form = "banded", mfc_form = "bandmf")))]
 fn run() -> Result<(), Error> {
     use core::hint::black_box;
     let timer = systick::Timer::start();
@@ -149,7 +156,7 @@ fn run() -> Result<(), Error> {
     let mut input = [0.0f32; DIM];
     let mut release = [0.0f32; DIM];
     let noise = epoch_noise(&ROOT_SECRET, &counter)?;
-    let mut stream = Stream::new(mechanism, DIM, &mut workspace, noise)?;
+    let mut stream = TelemetryStream::new(mechanism, DIM, &mut workspace, noise)?;
     let steps = stream.horizon();
     let (mut stepping, mut checkpointing, mut checksum) = (0u64, 0u64, 0u32);
     let stack = systick::StackProbe::paint();
@@ -167,7 +174,7 @@ fn run() -> Result<(), Error> {
     let stack_bytes = stack.used();
     drop(stream);
     let noise = epoch_noise(&ROOT_SECRET, &counter)?;
-    let mut stream = Stream::new(mechanism, DIM, &mut workspace, noise)?;
+    let mut stream = TelemetryStream::new(mechanism, DIM, &mut workspace, noise)?;
     let t = timer.now();
     stream.restore(&blob, black_box(&slot), &counter)?;
     let restoring = timer.since(t);
@@ -175,11 +182,17 @@ fn run() -> Result<(), Error> {
     log::bench(&log::Bench {
         steps,
         dim: DIM,
+        #[cfg(mfc_form = "banded")]
         form: log::Form::Banded {
             band_rank: config::BAND_RANK,
         },
+        #[cfg(mfc_form = "bandmf")]
+        form: log::Form::BandMf {
+            bands: config::BANDS,
+            toeplitz: config::TOEPLITZ,
+        },
         workspace_floats: WORKSPACE,
-        stream_bytes: core::mem::size_of::<Stream<'_, '_, mfc_runtime::ChaChaNoise>>(),
+        stream_bytes: core::mem::size_of::<TelemetryStream<'_, '_>>(),
         load,
         stepping,
         checkpointing,

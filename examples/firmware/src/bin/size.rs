@@ -2,9 +2,10 @@
 //! blob, runs the whole stream on deterministic inputs (with `size-checkpoint`: checkpointing
 //! every step and restoring once) and reports an error by exit code, or through defmt with the
 //! `defmt` feature. With `size-blt` the blob is `blt.mfc` and a `BltStream` runs instead of the
-//! banded `Stream` (no checkpoint). With `size-baseline` the same skeleton runs without the
-//! runtime (and with the same blob); the runtime's size is the difference, so startup code, the
-//! blob and the logger are not counted.
+//! banded `Stream` (no checkpoint); with `size-bandmf` the blob is `bandmf.mfc` and a
+//! `BandMfStream` runs (with `size-checkpoint`, checkpointed as the banded one). With
+//! `size-baseline` the same skeleton runs without the runtime (and with the same blob); the
+//! runtime's size is the difference, so startup code, the blob and the logger are not counted.
 //!
 //! Its panic handler only exits: the runtime's panic paths (there should be none reachable) are
 //! counted by their code, not by a formatter.
@@ -44,6 +45,18 @@ compile_error!("a BltStream has no checkpoint: `size-blt` excludes `size-checkpo
     not(feature = "size-baseline")
 ))]
 compile_error!("a BLT blob is run by the `size-blt` build");
+#[cfg(all(
+    mfc_form = "bandmf",
+    not(feature = "size-bandmf"),
+    not(feature = "size-baseline")
+))]
+compile_error!("a BandMF blob is run by the `size-bandmf` build");
+
+/// The stream of the checkpointing forms: banded plus low rank, or BandMF (`size-bandmf`).
+#[cfg(all(not(feature = "size-baseline"), feature = "size-bandmf"))]
+type Checkpointed<'m, 'w, N> = mfc_runtime::BandMfStream<'m, 'w, N>;
+#[cfg(all(not(feature = "size-baseline"), not(feature = "size-bandmf")))]
+type Checkpointed<'m, 'w, N> = mfc_runtime::Stream<'m, 'w, N>;
 
 #[entry]
 fn main() -> ! {
@@ -70,7 +83,7 @@ type Failure = u32;
 
 #[cfg(all(not(feature = "size-baseline"), not(feature = "size-blt")))]
 fn run() -> Result<u32, Failure> {
-    use mfc_runtime::{ReleaseCounter, Stream, epoch_noise};
+    use mfc_runtime::{ReleaseCounter, epoch_noise};
     #[cfg(feature = "size-checkpoint")]
     let (mechanism, blob) = mfc_runtime::BlobFingerprint::load(black_box(BLOB))?;
     #[cfg(not(feature = "size-checkpoint"))]
@@ -80,7 +93,7 @@ fn run() -> Result<u32, Failure> {
     let noise = epoch_noise(&scenario::ROOT_SECRET, &counter)?;
     #[cfg(feature = "size-no-noise")]
     let noise = NoSampler(black_box(noise).is_some_key());
-    let mut stream = Stream::new(mechanism, DIM, &mut workspace, noise)?;
+    let mut stream = Checkpointed::new(mechanism, DIM, &mut workspace, noise)?;
     #[cfg(feature = "size-checkpoint")]
     let (mut counter, mut slot) = (counter, [0u8; 68 + 4 * config::WORKSPACE]);
     let mut input = [0.0f32; DIM];
@@ -100,7 +113,7 @@ fn run() -> Result<u32, Failure> {
     {
         drop(stream);
         let noise = epoch_noise(&scenario::ROOT_SECRET, &counter)?;
-        let mut stream = Stream::new(mechanism, DIM, &mut workspace, noise)?;
+        let mut stream = Checkpointed::new(mechanism, DIM, &mut workspace, noise)?;
         stream.restore(&blob, black_box(&slot), &counter)?;
         checksum ^= stream.steps_released();
     }
