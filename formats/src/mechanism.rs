@@ -329,23 +329,7 @@ impl<'a> BandMf<'a> {
             }
             BandMfKind::General => {
                 check_table("decoder.encoder", self.encoder, steps, self.bands)?;
-                let h = self.bands();
-                for (i, row) in self.encoder.as_bytes().chunks_exact(4 * h).enumerate() {
-                    let coefficient = |l: usize| {
-                        f32::from_le_bytes([
-                            row[4 * l],
-                            row[4 * l + 1],
-                            row[4 * l + 2],
-                            row[4 * l + 3],
-                        ])
-                    };
-                    if coefficient(0) == 0.0 {
-                        return Err(Error::SingularEncoder { step: i as u32 });
-                    }
-                    if (i + 1..h).any(|l| coefficient(l).to_bits() != 0) {
-                        return Err(Error::NonZeroPadding { step: i as u32 });
-                    }
-                }
+                check_band_rows(self.encoder, self.bands(), true)?;
             }
         }
         Ok(())
@@ -514,20 +498,33 @@ impl<'a> BandedLowRank<'a> {
         check_table("decoder.diagonals", self.diagonals, steps, self.band)?;
         check_table("decoder.left", self.left, steps, self.rank)?;
         check_table("decoder.right", self.right, steps, self.rank)?;
-        let h = self.band as usize;
-        for (i, row) in self.diagonals.as_bytes().chunks_exact(4 * h).enumerate() {
-            let coefficient = |k: usize| {
-                f32::from_le_bytes([row[4 * k], row[4 * k + 1], row[4 * k + 2], row[4 * k + 3]])
-            };
-            if coefficient(0) == 0.0 {
-                return Err(Error::SingularDecoder { step: i as u32 });
-            }
-            if (i + 1..h).any(|k| coefficient(k).to_bits() != 0) {
-                return Err(Error::NonZeroPadding { step: i as u32 });
-            }
-        }
-        Ok(())
+        check_band_rows(self.diagonals, self.band as usize, false)
     }
+}
+
+/// The rows of an `n × h` row-major band table (decoder 0's diagonals, decoder 3's general
+/// encoder), whose entry `(i, k)` is the matrix's `[i, i−k]`: the diagonal entry `(i, 0)` is
+/// non-zero ([`Error::SingularEncoder`] for an encoder, else [`Error::SingularDecoder`]) and the
+/// entries left of column 0 (`k > i`) are `+0.0` ([`Error::NonZeroPadding`]).
+fn check_band_rows(table: F32Table<'_>, h: usize, encoder: bool) -> Result<(), Error> {
+    for (i, row) in table.as_bytes().chunks_exact(4 * h).enumerate() {
+        let word = |k: usize| {
+            u32::from_le_bytes([row[4 * k], row[4 * k + 1], row[4 * k + 2], row[4 * k + 3]])
+        };
+        let step = i as u32;
+        // ±0.0 are the words whose only possible bit is the sign.
+        if word(0) << 1 == 0 {
+            return Err(if encoder {
+                Error::SingularEncoder { step }
+            } else {
+                Error::SingularDecoder { step }
+            });
+        }
+        if (i + 1..h).any(|k| word(k) != 0) {
+            return Err(Error::NonZeroPadding { step });
+        }
+    }
+    Ok(())
 }
 
 fn check_table(table: &'static str, t: F32Table<'_>, rows: u32, cols: u32) -> Result<(), Error> {
