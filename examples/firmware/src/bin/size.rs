@@ -55,7 +55,11 @@ compile_error!("a BandMF blob is run by the `size-bandmf` build");
 /// The stream of the checkpointing forms: banded plus low rank, or BandMF (`size-bandmf`).
 #[cfg(all(not(feature = "size-baseline"), feature = "size-bandmf"))]
 type Checkpointed<'m, 'w, N> = mfc_runtime::BandMfStream<'m, 'w, N>;
-#[cfg(all(not(feature = "size-baseline"), not(feature = "size-bandmf")))]
+#[cfg(all(
+    not(feature = "size-baseline"),
+    not(feature = "size-bandmf"),
+    not(feature = "size-blt")
+))]
 type Checkpointed<'m, 'w, N> = mfc_runtime::Stream<'m, 'w, N>;
 
 #[entry]
