@@ -105,8 +105,9 @@ pub struct Args {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
-    /// Run the dense (banded) compile even when its estimated memory exceeds what this machine
-    /// has available.
+    /// Run the dense (banded) compile, or a BandMF one with n × n matrices (general, or for a
+    /// custom workload), even when its estimated memory exceeds what this machine has
+    /// available.
     #[arg(long)]
     force: bool,
 }
@@ -396,8 +397,8 @@ fn check_budget(args: &Args, steps: usize, participation: &Participation) -> Res
                  and {} on a 2-core machine; this machine has {:.1} GB available, enough for \
                  --steps up to {}. Forms that scale to any n: --form blt (buffered linear \
                  Toeplitz: fitted in seconds, any horizon), --form fft or fft-optimal (no \
-                 optimization, O(n log n) per block), and banded Toeplitz (see `mfc compare`); \
-                 --force runs the dense compile anyway",
+                 optimization, O(n log n) per block), and --form bandmf --toeplitz (a banded \
+                 Toeplitz encoder, O(n·b̂) per evaluation); --force runs the dense compile anyway",
                 gb(estimate.bytes),
                 time(estimate.seconds),
                 gb(available),
@@ -631,6 +632,32 @@ fn run_bandmf(
     } else {
         BandMfKind::General
     };
+    // The general optimizer holds the workload, the decoder and its adjoint as n × n matrices.
+    let general_bytes = 3.0 * 8.0 * (steps as f64).powi(2);
+    let available = mfc_compiler::budget::available_memory();
+    if kind == BandMfKind::General && available.is_some_and(|a| general_bytes > a) && !args.force {
+        return Err(Error::InvalidOption(format!(
+            "--steps {steps}: the general BandMF encoder needs about {:.1} GB of memory (three \
+             n × n matrices); this machine has {:.1} GB available. --toeplitz optimizes a banded \
+             Toeplitz encoder in O(n) memory; --force runs the general one anyway",
+            general_bytes / 1e9,
+            available.unwrap_or(0.0) / 1e9
+        ))
+        .into());
+    }
+    if kind == BandMfKind::Toeplitz
+        && !matches!(workload, Workload::PrefixSum | Workload::Momentum { .. })
+    {
+        // A custom workload's Toeplitz loss goes through its n × n matrix as well.
+        if available.is_some_and(|a| general_bytes > a) && !args.force {
+            return Err(Error::InvalidOption(format!(
+                "--steps {steps}: a BandMF encoder for a custom workload needs about {:.1} GB of \
+                 memory (three n × n matrices); --force runs it anyway",
+                general_bytes / 1e9
+            ))
+            .into());
+        }
+    }
     let bar = ProgressBar::new_spinner();
     bar.set_style(ProgressStyle::with_template("{spinner} {elapsed} {msg}")?);
     let options = BandMfOptions {
