@@ -425,6 +425,16 @@ fn compile_bandmf_forms_and_inspect_them() {
         err.contains("--bands and --toeplitz apply to --form bandmf only"),
         "{err}"
     );
+    // The general encoder's n × n matrices at a million steps do not fit: refused, naming the
+    // way out.
+    let err = assert_refused(&args(
+        "compile --form bandmf --bands 4 --steps 1000000 --out {}",
+        &[&general],
+    ));
+    assert!(
+        err.contains("--steps 1000000") && err.contains("--toeplitz"),
+        "{err}"
+    );
 }
 
 #[test]
