@@ -41,7 +41,7 @@
 //! `dr = −T(c)⁻¹ T(dc) r`,
 //!
 //! ```text
-//! ∂‖B‖²/∂c_l = −Σ_{k ≥ l} λ_k r_{k−l},    λ = T(c)⁻ᵀ h:  λ_j = (h_j − Σ_{t ≥ 1} c_t λ_{j+t}) / c_0,
+//! ∂‖B‖²/∂c_l = −Σ_{k ≥ l} λ_k r_{k−l},   λ = T(c)⁻ᵀ h: λ_j = (h_j − Σ_{t ≥ 1} c_t λ_{j+t}) / c_0,
 //! ```
 //!
 //! `O(n·b̂)` each. L-BFGS minimizes `log L = log ‖B‖_F² + log sens²` (invariant under scaling

@@ -49,7 +49,7 @@ pub enum Bands {
     Fixed(usize),
     /// Chosen by loss (module docs), at most `max`.
     Auto {
-        /// The most bands tried: the device keeps `(b̂ + 1)·d` floats.
+        /// The most bands tried: the device keeps `(b̂ + 2)·d` floats (prefix sum).
         max: usize,
     },
 }

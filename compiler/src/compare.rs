@@ -226,7 +226,8 @@ fn optimum_row(
 /// that schema: the optimum (for min-separation, over banded encoders, next to the certified
 /// fixed-epoch floor), the compressed `(h, r)` mechanism, stamping, BLT with
 /// `1..=max_buffers` buffers, FFT, BandMF (banded Toeplitz and general, for any workload), the
-/// square root and the Honaker tree estimators. `progress` reports the optimizations (they dominate the time).
+/// square root and the Honaker tree estimators. `progress` reports the optimizations (they
+/// dominate the time).
 pub fn compare(options: &CompareOptions, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
     let factor = crate::blob::neighbouring_factor(options.neighbouring)?;
     let mut rows = compare_add_remove(options, progress)?;

@@ -14,8 +14,8 @@
 //! mismatch is therefore a real divergence, not rounding noise.
 //!
 //! `MFC_FIRMWARE_LOG`, `MFC_FIRMWARE_BANDMF_LOG` and `MFC_FIRMWARE_DRIFT_LOG` name the captured
-//! QEMU outputs of the two telemetry builds and the long-horizon (`drift`) firmware; `.ci/firmware.sh` sets them and runs the
-//! comparisons. Built with `CI=true` (`.ci/run`) the comparisons are ordinary tests and fail when a
+//! QEMU outputs of the two telemetry builds and the long-horizon (`drift`) firmware;
+//! `.ci/firmware.sh` sets them and runs the comparisons. Built with `CI=true` (`.ci/run`) the comparisons are ordinary tests and fail when a
 //! log is missing; otherwise they are ignored (listed as such by `cargo test`), and the host-side
 //! checks run alone: the firmware's reboot protocol replayed on the host equals the uninterrupted
 //! stream, and the drift stream's every release is within 4 ulps of the exact sum.

@@ -58,7 +58,8 @@ pub struct Args {
     /// sqrt(L) is within 1% of the best of them.
     #[arg(long, value_name = "N|auto")]
     bands: Option<String>,
-    /// BandMF with --bands auto: the most bands tried (the device keeps (b̂ + 1)·d floats).
+    /// BandMF with --bands auto: the most bands tried (the device keeps (b̂ + 2)·d floats for
+    /// the prefix sum).
     #[arg(long, default_value_t = 256)]
     max_bands: usize,
     /// BandMF: a banded Toeplitz encoder (b̂ coefficients, optimized in O(n·b̂) per step for the
