@@ -10,7 +10,7 @@ use mfc_formats::{
     Blt, Calibration, Decoder, ErrorSummary, F32Table, Fft, FftKind, Header, Mechanism,
     Neighbouring, Participation, Sensitivity, SensitivityMethod, Workload, encode_f32s,
 };
-use mfc_runtime::{BltStream, ChaChaNoise, Error, FftStream, Stream, clip_factor};
+use mfc_runtime::{BandMfStream, BltStream, ChaChaNoise, Error, FftStream, Stream, clip_factor};
 
 const SEED: [u8; 32] = *b"per-example clipping test seed!!";
 const D: usize = 5;
@@ -303,4 +303,65 @@ fn blt_and_fft_streams_clip_each_example() {
         &mut |x, out| a.step_examples(x, out).unwrap(),
         &mut |x, out| b.step_examples(x, out).unwrap(),
     );
+}
+
+/// BandMF keeps the rule for both of its releases: for the prefix sum, one example removed
+/// moves every later release by at most ζ (and by almost exactly ζ); for another workload,
+/// whose releases are the noised sums of each step, it moves that step's release alone.
+#[test]
+fn bandmf_streams_clip_each_example() {
+    let t = common::encoder_table(mfc_formats::BandMfKind::General, 10, 3, 23);
+    for workload in [Workload::PrefixSum, Workload::Custom { label: "momentum" }] {
+        let m = common::bandmf(&t, workload, f64::from(ZETA));
+        let len = BandMfStream::<ChaChaNoise>::workspace_len(&m, D).unwrap();
+        let noise = || ChaChaNoise::from_seed(SEED).unwrap();
+        let (mut wa, mut wb) = (vec![0.0f32; len], vec![0.0f32; len]);
+        let mut a = BandMfStream::new(m, D, &mut wa, noise()).unwrap();
+        let mut b = BandMfStream::new(m, D, &mut wb, noise()).unwrap();
+        let mut g = Gen(21);
+        let (mut ra, mut rb) = ([0.0f32; D], [0.0f32; D]);
+        for step in 0..10 {
+            let batch = examples(&mut g, EXAMPLES);
+            a.step_examples(&batch, &mut ra).unwrap();
+            let cut = if step == 3 { D } else { 0 };
+            b.step_examples(&batch[cut..], &mut rb).unwrap();
+            let (moved, allowance) = distance(&ra, &rb);
+            let touched = step == 3 || (step > 3 && matches!(workload, Workload::PrefixSum));
+            if touched {
+                assert!(moved <= f64::from(ZETA) + allowance, "step {step}: {moved}");
+                assert!(moved >= f64::from(ZETA) * (1.0 - 1e-4) - allowance);
+            } else {
+                assert_eq!(ra.map(f32::to_bits), rb.map(f32::to_bits), "step {step}");
+            }
+        }
+        // Malformed examples are refused and change nothing; a shard cannot clip them.
+        let (mut wc, mut wd) = (vec![0.0f32; len], vec![0.0f32; len]);
+        let mut c = BandMfStream::new(m, D, &mut wc, noise()).unwrap();
+        let mut d = BandMfStream::new(m, D, &mut wd, noise()).unwrap();
+        let mut bad = examples(&mut Gen(5), 2);
+        bad[D + 1] = f32::NAN;
+        assert_eq!(
+            c.step_examples(&bad, &mut ra),
+            Err(Error::NonFiniteInput { index: D + 1 })
+        );
+        assert_eq!(
+            c.step_examples(&bad[..D - 1], &mut ra),
+            Err(Error::ExamplesShape { dim: D, len: D - 1 })
+        );
+        let good = examples(&mut Gen(6), 3);
+        c.step_examples(&good, &mut ra).unwrap();
+        d.step_examples(&good, &mut rb).unwrap();
+        assert_eq!(ra.map(f32::to_bits), rb.map(f32::to_bits));
+        let shard_len = BandMfStream::<ChaChaNoise>::workspace_len(&m, 2).unwrap();
+        let mut ws = vec![0.0f32; shard_len];
+        let mut shard = BandMfStream::shard(m, D, 0..2, &mut ws, noise()).unwrap();
+        assert_eq!(
+            shard.step_examples(&good, &mut [0.0; 2]),
+            Err(Error::ExamplesShape { dim: 2, len: 3 * D })
+        );
+        assert_eq!(
+            shard.step_examples(&good[..4], &mut [0.0; 2]),
+            Err(Error::ClipFactorRequired)
+        );
+    }
 }
