@@ -47,6 +47,7 @@ fn main() {
         } else {
             optimize_multi_epoch(
                 head.as_ref(),
+                epochs,
                 SEPARATION,
                 &MultiEpochOptions::default(),
                 &mut |p| {

@@ -142,8 +142,14 @@ pub fn optimal_gram(
     let head = a.submatrix(0, 0, block, block).to_owned();
     // A block shorter than the separation holds one participation at most.
     let optimum = match options.participation {
-        Participation::FixedEpochOrder { separation, .. } if separation < block => {
-            optimize_multi_epoch(head.as_ref(), separation, &options.multi_epoch, progress)?
+        Participation::FixedEpochOrder { epochs, separation } if separation < block => {
+            optimize_multi_epoch(
+                head.as_ref(),
+                epochs,
+                separation,
+                &options.multi_epoch,
+                progress,
+            )?
         }
         Participation::MinSeparation { min_separation, .. } if min_separation < block => {
             optimize_min_separation(
