@@ -904,13 +904,21 @@ fn step_direction(
 }
 
 /// The feasible point of `point` (module docs): `X(U)` with the constrained entries zeroed and
-/// every class scaled so its largest window sums to 1, and its loss; `None` if it is not
-/// positive definite.
+/// every class scaled so its largest window sums to 1, and its loss; `None` if no point could
+/// be made positive definite.
+///
+/// Far from the optimum, zeroing the constrained entries of `X(U)` can leave an indefinite
+/// matrix. Then the point is `X_t = D + t (X₀ − D)` (`X₀` the zeroed matrix, `D` its diagonal),
+/// feasible for every `t` that keeps it positive definite, `t = 0` always. With the
+/// eigendecomposition `D^{-1/2}(X₀ − D)D^{-1/2} = V diag(λ) Vᵀ` its loss is
+/// `Σ_l h_l / (1 + tλ_l)` with `h_l = ‖A D^{-1/2} v_l‖²`, convex in `t` on
+/// `[0, −1/λ_min)`; the best `t` is found by bisection on the derivative.
 fn primal(a_workload: MatRef<'_, f64>, s: &Structure, point: &Point) -> Option<(f64, Mat<f64>)> {
     let n = s.n;
     let a = MatRef::from_column_major_slice(&point.a, n, n);
     let half = Mat::from_fn(n, n, |i, l| a[(i, l)] * point.tau[l].sqrt());
     let mut x = &half * half.transpose();
+    drop(half);
     let mut scale = vec![0.0; n];
     for (c, members) in s.members.iter().enumerate() {
         for &(p, q) in &s.pairs[c] {
@@ -935,11 +943,61 @@ fn primal(a_workload: MatRef<'_, f64>, s: &Structure, point: &Point) -> Option<(
     let x = Mat::from_fn(n, n, |i, j| {
         0.5 * (x[(i, j)] + x[(j, i)]) * scale[i] * scale[j]
     });
-    let llt = x.llt(Side::Lower).ok()?;
-    let mut y = a_workload.transpose().to_owned();
-    llt.L().solve_lower_triangular_in_place(y.as_mut());
-    let loss = y.squared_norm_l2();
-    (loss.is_finite() && loss > 0.0).then_some((loss, x))
+    let loss_of = |x: &Mat<f64>| -> Option<f64> {
+        let llt = x.llt(Side::Lower).ok()?;
+        let mut y = a_workload.transpose().to_owned();
+        llt.L().solve_lower_triangular_in_place(y.as_mut());
+        let loss = y.squared_norm_l2();
+        (loss.is_finite() && loss > 0.0).then_some(loss)
+    };
+    if let Some(loss) = loss_of(&x) {
+        return Some((loss, x));
+    }
+    // X_t: the off-diagonal part shrunk (or stretched) to the best t.
+    let root: Vec<f64> = (0..n).map(|i| x[(i, i)].sqrt()).collect();
+    let off = Mat::from_fn(n, n, |i, j| {
+        if i == j {
+            0.0
+        } else {
+            x[(i, j)] / (root[i] * root[j])
+        }
+    });
+    let eig = off.self_adjoint_eigen(Side::Lower).ok()?;
+    drop(off);
+    let lambda: Vec<f64> = (0..n).map(|l| eig.S()[l]).collect();
+    let v = Mat::from_fn(n, n, |i, l| eig.U()[(i, l)] / root[i]);
+    drop(eig);
+    let w = a_workload * &v;
+    drop(v);
+    let h: Vec<f64> = (0..n).map(|l| w.col(l).squared_norm_l2()).collect();
+    drop(w);
+    let slope = |t: f64| -> f64 {
+        -h.iter()
+            .zip(&lambda)
+            .map(|(h, l)| h * l / ((1.0 + t * l) * (1.0 + t * l)))
+            .sum::<f64>()
+    };
+    let smallest = lambda.iter().copied().fold(0.0, f64::min);
+    let (mut lo, mut hi) = (0.0, if smallest < 0.0 { -1.0 / smallest } else { 1.0 });
+    if slope(0.0) < 0.0 {
+        for _ in 0..100 {
+            let mid = 0.5 * (lo + hi);
+            if slope(mid) < 0.0 {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+    }
+    let mut t = lo;
+    for _ in 0..20 {
+        let xt = Mat::from_fn(n, n, |i, j| if i == j { x[(i, i)] } else { t * x[(i, j)] });
+        if let Some(loss) = loss_of(&xt) {
+            return Some((loss, xt));
+        }
+        t *= 0.5;
+    }
+    None
 }
 
 /// Minimizes `tr(AᵀA X⁻¹)` under fixed epoch order `(k, b)` = `(epochs, separation)` over
