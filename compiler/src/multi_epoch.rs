@@ -903,101 +903,74 @@ fn step_direction(
     }
 }
 
-/// The feasible point of `point` (module docs): `X(U)` with the constrained entries zeroed and
-/// every class scaled so its largest window sums to 1, and its loss; `None` if no point could
-/// be made positive definite.
+/// The feasible point of `point` (module docs) and its loss: `X(U)` with the constrained
+/// entries `E` zeroed and every class scaled so its largest window sums to 1; `None` if it could
+/// not be made positive definite.
 ///
-/// Far from the optimum, zeroing the constrained entries of `X(U)` can leave an indefinite
-/// matrix. Then the point is `X_t = D + t (X₀ − D)` (`X₀` the zeroed matrix, `D` its diagonal),
-/// feasible for every `t` that keeps it positive definite, `t = 0` always. With the
-/// eigendecomposition `D^{-1/2}(X₀ − D)D^{-1/2} = V diag(λ) Vᵀ` its loss is
-/// `Σ_l h_l / (1 + tλ_l)` with `h_l = ‖A D^{-1/2} v_l‖²`, convex in `t` on
-/// `[0, −1/λ_min)`; the best `t` is found by bisection on the derivative.
+/// Far from the optimum, zeroing `E` can leave an indefinite matrix. Then each class's diagonal
+/// is lifted by `λ_c · diag(X_c)`, `λ_c` the largest eigenvalue of `D_c^{-1/2} E_c D_c^{-1/2}`
+/// (`D_c` the diagonal of the class's block): `X(U) − E + Λ = X(U) + (Λ − E)` with `Λ − E ⪰ 0`
+/// block by block, so the lifted point is positive definite, and it tends to the zeroed one as
+/// `E → 0`.
 fn primal(a_workload: MatRef<'_, f64>, s: &Structure, point: &Point) -> Option<(f64, Mat<f64>)> {
     let n = s.n;
     let a = MatRef::from_column_major_slice(&point.a, n, n);
     let half = Mat::from_fn(n, n, |i, l| a[(i, l)] * point.tau[l].sqrt());
     let mut x = &half * half.transpose();
     drop(half);
-    let mut scale = vec![0.0; n];
+    let mut lift = vec![0.0; s.classes()];
     for (c, members) in s.members.iter().enumerate() {
+        let m = members.len();
+        if !s.pairs[c].is_empty() {
+            let root: Vec<f64> = members.iter().map(|&i| x[(i, i)].sqrt()).collect();
+            let mut e = Mat::<f64>::zeros(m, m);
+            for &(p, q) in &s.pairs[c] {
+                let v = 0.5 * (x[(members[p], members[q])] + x[(members[q], members[p])])
+                    / (root[p] * root[q]);
+                e[(p, q)] = v;
+                e[(q, p)] = v;
+            }
+            let largest = e.self_adjoint_eigenvalues(Side::Lower).ok()?;
+            lift[c] = largest.last().copied().unwrap_or(0.0).max(0.0);
+        }
         for &(p, q) in &s.pairs[c] {
             x[(members[p], members[q])] = 0.0;
             x[(members[q], members[p])] = 0.0;
         }
-        let largest = s.windows[c]
-            .iter()
-            .map(|&(first, end)| {
-                (first..end)
-                    .map(|p| x[(members[p], members[p])])
-                    .sum::<f64>()
-            })
-            .fold(0.0, f64::max);
-        if !(largest.is_finite() && largest > 0.0) {
-            return None;
-        }
-        for &i in members {
-            scale[i] = 1.0 / largest.sqrt();
-        }
     }
-    let x = Mat::from_fn(n, n, |i, j| {
-        0.5 * (x[(i, j)] + x[(j, i)]) * scale[i] * scale[j]
-    });
-    let loss_of = |x: &Mat<f64>| -> Option<f64> {
+    let loss_of = |lifted: bool| -> Option<(f64, Mat<f64>)> {
+        let mut scale = vec![0.0; n];
+        let diagonal = |i: usize| {
+            let (c, _) = s.slot[i];
+            x[(i, i)] * if lifted { 1.0 + lift[c] } else { 1.0 }
+        };
+        for (c, members) in s.members.iter().enumerate() {
+            let largest = s.windows[c]
+                .iter()
+                .map(|&(first, end)| (first..end).map(|p| diagonal(members[p])).sum::<f64>())
+                .fold(0.0, f64::max);
+            if !(largest.is_finite() && largest > 0.0) {
+                return None;
+            }
+            for &i in members {
+                scale[i] = 1.0 / largest.sqrt();
+            }
+        }
+        let x = Mat::from_fn(n, n, |i, j| {
+            let entry = if i == j {
+                diagonal(i)
+            } else {
+                0.5 * (x[(i, j)] + x[(j, i)])
+            };
+            entry * scale[i] * scale[j]
+        });
         let llt = x.llt(Side::Lower).ok()?;
         let mut y = a_workload.transpose().to_owned();
         llt.L().solve_lower_triangular_in_place(y.as_mut());
         let loss = y.squared_norm_l2();
-        (loss.is_finite() && loss > 0.0).then_some(loss)
+        (loss.is_finite() && loss > 0.0).then_some((loss, x))
     };
-    if let Some(loss) = loss_of(&x) {
-        return Some((loss, x));
-    }
-    // X_t: the off-diagonal part shrunk (or stretched) to the best t.
-    let root: Vec<f64> = (0..n).map(|i| x[(i, i)].sqrt()).collect();
-    let off = Mat::from_fn(n, n, |i, j| {
-        if i == j {
-            0.0
-        } else {
-            x[(i, j)] / (root[i] * root[j])
-        }
-    });
-    let eig = off.self_adjoint_eigen(Side::Lower).ok()?;
-    drop(off);
-    let lambda: Vec<f64> = (0..n).map(|l| eig.S()[l]).collect();
-    let v = Mat::from_fn(n, n, |i, l| eig.U()[(i, l)] / root[i]);
-    drop(eig);
-    let w = a_workload * &v;
-    drop(v);
-    let h: Vec<f64> = (0..n).map(|l| w.col(l).squared_norm_l2()).collect();
-    drop(w);
-    let slope = |t: f64| -> f64 {
-        -h.iter()
-            .zip(&lambda)
-            .map(|(h, l)| h * l / ((1.0 + t * l) * (1.0 + t * l)))
-            .sum::<f64>()
-    };
-    let smallest = lambda.iter().copied().fold(0.0, f64::min);
-    let (mut lo, mut hi) = (0.0, if smallest < 0.0 { -1.0 / smallest } else { 1.0 });
-    if slope(0.0) < 0.0 {
-        for _ in 0..100 {
-            let mid = 0.5 * (lo + hi);
-            if slope(mid) < 0.0 {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
-    }
-    let mut t = lo;
-    for _ in 0..20 {
-        let xt = Mat::from_fn(n, n, |i, j| if i == j { x[(i, i)] } else { t * x[(i, j)] });
-        if let Some(loss) = loss_of(&xt) {
-            return Some((loss, xt));
-        }
-        t *= 0.5;
-    }
-    None
+    loss_of(false).or_else(|| loss_of(true))
 }
 
 /// Minimizes `tr(AᵀA X⁻¹)` under fixed epoch order `(k, b)` = `(epochs, separation)` over
@@ -1367,6 +1340,36 @@ mod tests {
             );
             if k < every {
                 assert!(o.loss < 0.99 * loss, "{case}: {} against {loss}", o.loss);
+            }
+        }
+    }
+
+    /// Every iterate, however far from the optimum, gives a feasible point (the constrained
+    /// entries zero, the largest window summing to 1) whose loss, by brute force, is the one
+    /// reported and at least the iterate's dual bound.
+    #[test]
+    fn every_iterate_gives_a_feasible_primal_point() {
+        let mut random = Random(5);
+        for (n, k, b) in [(24, 2, 6), (24, 3, 8), (20, 4, 5)] {
+            let a = momentum_with_cooldown(n, n / 3);
+            let gram = column_major((a.transpose() * &a).as_ref());
+            let s = Structure::new(n, k, b);
+            for _ in 0..5 {
+                let theta: Vec<f64> = random_theta(&s, &mut random)
+                    .iter()
+                    .enumerate()
+                    .map(|(j, t)| if s.is_window(j) { *t } else { 3.0 * t })
+                    .collect();
+                let point = evaluate(&gram, &s, &theta).unwrap().unwrap();
+                let (loss, x) = primal(a.as_ref(), &s, &point).unwrap();
+                for (c, members) in s.members.iter().enumerate() {
+                    for &(p, q) in &s.pairs[c] {
+                        assert_eq!(x[(members[p], members[q])], 0.0);
+                    }
+                }
+                let own = brute_force_loss(a.as_ref(), x.as_ref(), k, b);
+                assert!((own - loss).abs() <= 1e-9 * loss, "{own} against {loss}");
+                assert!(loss >= point.dual, "{loss} < bound {}", point.dual);
             }
         }
     }
