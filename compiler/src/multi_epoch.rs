@@ -375,13 +375,13 @@ fn evaluate(gram: &[f64], s: &Structure, theta: &[f64]) -> Result<Option<Point>>
     for c in 0..s.classes() {
         let m = s.members[c].len();
         let (mu, off) = s.split(c, theta);
-        if mu.iter().any(|x| !(*x >= 0.0)) {
+        if mu.iter().any(|x| x.is_nan() || *x < 0.0) {
             return Ok(None);
         }
         let mu = mu.to_vec();
         mu_total += mu.iter().sum::<f64>();
         let d = s.diagonal(c, &mu);
-        if d.iter().any(|x| !(*x > 0.0)) {
+        if d.iter().any(|x| x.is_nan() || *x <= 0.0) {
             return Ok(None);
         }
         packing += s.packing(&d);
@@ -890,10 +890,12 @@ fn step_direction(
         descending[j] = s.is_window(j) && (mu + direction[j]) <= mu * low * (1.0 + 1e-12);
     }
     for c in 0..s.classes() {
-        let at = s.offsets[c];
-        for j in at..at + s.windows[c].len() {
-            let mu = point.theta[j];
-            direction[j] = direction[j].clamp(mu * (low - 1.0), mu * (high - 1.0));
+        let windows = s.offsets[c]..s.offsets[c] + s.windows[c].len();
+        for (step, &mu) in direction[windows.clone()]
+            .iter_mut()
+            .zip(&point.theta[windows])
+        {
+            *step = step.clamp(mu * (low - 1.0), mu * (high - 1.0));
         }
     }
     if direction.iter().all(|v| v.is_finite()) && dot(&direction, &point.gradient) > 0.0 {
