@@ -587,6 +587,10 @@ fn run_fft(
 /// `mfc compile --form bandmf`: the BandMF encoder (general or `--toeplitz`, `--bands N|auto`)
 /// for the prefix sum or a momentum workload, rounded, its sensitivity from the stored
 /// coefficients, written and reported.
+/// The largest horizon `--form bandmf --toeplitz` takes with a learning-rate schedule without
+/// `--force` (its loss is `O(n²)` per evaluation: about 10 min of CPU here at this size).
+const MAX_SCHEDULED_TOEPLITZ_STEPS: usize = 65_536;
+
 fn run_bandmf(
     args: &Args,
     workload: &Workload,
@@ -658,6 +662,27 @@ fn run_bandmf(
             ))
             .into());
         }
+    }
+    // A learning-rate schedule makes the banded Toeplitz loss O(n²) per evaluation (no series
+    // shortcut): about 35 s of CPU at n = 16 000 with 4 bands, hundreds of times that at 10⁶.
+    if kind == BandMfKind::Toeplitz
+        && matches!(
+            workload,
+            Workload::Momentum {
+                schedule: Schedule::Cooldown { .. },
+                ..
+            }
+        )
+        && steps > MAX_SCHEDULED_TOEPLITZ_STEPS
+        && !args.force
+    {
+        return Err(Error::InvalidOption(format!(
+            "--steps {steps}: a banded Toeplitz encoder for a workload with a learning-rate \
+             schedule (--cooldown) costs O(n²) per evaluation (about 35 s of CPU in all at \
+             n = 16 000, growing with n²); allowed up to {MAX_SCHEDULED_TOEPLITZ_STEPS} steps. \
+             Without --cooldown the loss is O(n·b̂); --force runs it anyway"
+        ))
+        .into());
     }
     let bar = ProgressBar::new_spinner();
     bar.set_style(ProgressStyle::with_template("{spinner} {elapsed} {msg}")?);
