@@ -311,6 +311,21 @@ impl Stream {
         Ok(())
     }
 
+    /// For `bench/step.py` only: one step of the C-contiguous float32 row `x`, returning the
+    /// seconds the runtime's step took by itself (no conversion, allocation or GIL hand-off), the
+    /// reference a Python `step` is compared with.
+    fn _step_seconds(&mut self, x: numpy::PyReadonlyArray1<'_, f32>) -> PyResult<f64> {
+        let input = x
+            .as_slice()
+            .map_err(|_| Error::Value("_step_seconds: x must be C-contiguous".into()))?;
+        let mut out = vec![0.0f32; input.len()];
+        let started = std::time::Instant::now();
+        self.inner
+            .with(|s| s.step(input, &mut out))
+            .map_err(Error::from)?;
+        Ok(started.elapsed().as_secs_f64())
+    }
+
     /// Steps released so far.
     #[getter]
     fn steps_released(&self) -> u32 {
