@@ -123,9 +123,9 @@ def test_calibrate_round_trip():
         mfc.calibrate(delta=1e-6)
 
 
-def test_c_contiguous_float32_is_not_copied():
-    """The runtime reads C-contiguous float32 input in place: a strided view gives the same
-    releases as its contiguous copy (it is copied once), and both equal a fresh stream's."""
+def test_strided_input_is_copied_once_and_agrees():
+    """C-contiguous float32 input is read in place; a strided view is copied once and gives the
+    same releases as its contiguous copy."""
     m = mfc.compile(steps=6, band=2, rank=1, noise_multiplier=1.0)
     wide = np.arange(2 * 6 * D, dtype=np.float32).reshape(6, 2 * D) / 100
     view = wide[:, ::2]
