@@ -790,3 +790,78 @@ fn check_budget(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(form: &str) -> CompileRequest {
+        CompileRequest {
+            steps: Some(16),
+            form: form.into(),
+            band: 2,
+            rank: 2,
+            stamps: if form.starts_with("fft") { "2" } else { "1" }.into(),
+            bands: (form == "bandmf").then(|| "2".into()),
+            buffers: 2,
+            epsilon: Some(2.0),
+            delta: Some(1e-6),
+            ..CompileRequest::default()
+        }
+    }
+
+    /// Every form compiles to a blob that parses, whose report states the unit of privacy, the
+    /// schema and the relation, and records the blob's size; the text names where it went.
+    #[test]
+    fn every_form_reports_its_privacy_statement() {
+        for form in ["banded", "blt", "fft", "fft-optimal", "bandmf"] {
+            let compiled = compile_request(&request(form), &mut |_| {}).unwrap();
+            let m = mfc_formats::Mechanism::from_bytes(&compiled.blob).unwrap();
+            assert_eq!(m.header.steps, 16, "{form}");
+            let json = compiled.json(Some("x.mfc"));
+            for key in [
+                "privacy_unit",
+                "participation",
+                "neighbouring",
+                "sensitivity",
+            ] {
+                assert!(json.get(key).is_some_and(|v| !v.is_null()), "{form}: {key}");
+            }
+            assert_eq!(json["blob_bytes"], compiled.blob.len(), "{form}");
+            assert_eq!(json["out"], "x.mfc", "{form}");
+            assert_eq!(
+                json["sensitivity"].as_f64(),
+                Some(m.header.sensitivity.value),
+                "{form}"
+            );
+            let text = compiled.text(Some("x.mfc"));
+            assert!(
+                text.contains(&format!("{} bytes -> x.mfc", compiled.blob.len())),
+                "{form}: {text}"
+            );
+        }
+    }
+
+    /// Refusals name the option, the value and what is allowed, before any work.
+    #[test]
+    fn refusals_name_the_option() {
+        let refused = |r: CompileRequest| match compile_request(&r, &mut |_| {}) {
+            Err(Error::InvalidOption(why)) => why,
+            other => panic!("not refused: {:?}", other.map(|c| c.steps)),
+        };
+        let none = CompileRequest::default();
+        assert!(refused(none).contains("--steps is required"));
+        let mut r = request("banded");
+        r.schema.epochs = Some(2);
+        assert!(refused(r.clone()).contains("--epochs 2 needs --min-sep B"));
+        r.schema.min_sep = Some(17);
+        assert!(refused(r).contains("--min-sep 17: the separation must be at most"));
+        let mut r = request("banded");
+        r.epsilon = Some(1.0);
+        r.delta = None;
+        assert!(refused(r).contains("--epsilon needs --delta"));
+        let mut r = request("blt");
+        r.form = "dense".into();
+        assert!(refused(r).contains("unknown form `dense`"));
+    }
+}

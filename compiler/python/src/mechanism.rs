@@ -216,14 +216,37 @@ impl Mechanism {
     }
 }
 
+/// `why` with the CLI's option names (`--min-sep`) spelled as this function's keywords
+/// (`min_sep`): a refusal names the keyword the caller passed.
+fn keyword_names(why: &str) -> String {
+    let mut out = String::with_capacity(why.len());
+    let mut rest = why;
+    while let Some(at) = rest.find("--") {
+        out.push_str(&rest[..at]);
+        let name = &rest[at + 2..];
+        let len = name
+            .find(|c: char| !(c.is_ascii_lowercase() || c == '-'))
+            .unwrap_or(name.len());
+        if len == 0 {
+            out.push_str("--");
+        } else {
+            out.push_str(&name[..len].replace('-', "_"));
+        }
+        rest = &name[len..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// A value given as a number or a string (`stamps=4` or `stamps="auto"`).
 fn text(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
     value.map(|v| Ok(v.str()?.to_string())).transpose()
 }
 
 /// Optimizes, compresses and calibrates a mechanism: `mfc compile` with its options as keyword
-/// arguments (`--min-sep` is `min_sep`; see `mfc compile --help`). Releases the GIL while it
-/// runs; the dense compile's estimated memory and time arrive as a `UserWarning`.
+/// arguments (`--min-sep` is `min_sep`; see `mfc compile --help`), whose refusals name the
+/// keyword, the value and what is allowed. Releases the GIL while it runs; the dense compile's
+/// estimated memory and time arrive as a `UserWarning`.
 #[pyfunction]
 #[pyo3(signature = (
     *, steps=None, workload="prefix", cooldown=None, epochs=None, min_sep=None, every=None,
@@ -299,7 +322,12 @@ pub fn compile(
         let message = std::ffi::CString::new(line).unwrap_or_default();
         PyErr::warn(py, &category, &message, 1)?;
     }
-    let compiled = compiled.map_err(Error::from)?;
+    let compiled = compiled.map_err(|e| match e {
+        mfc_compiler::Error::InvalidOption(why) => {
+            Error::Compiler(mfc_compiler::Error::InvalidOption(keyword_names(&why)))
+        }
+        e => Error::Compiler(e),
+    })?;
     let report = compiled.json(None);
     Ok(Mechanism::parse(
         compiled.blob,

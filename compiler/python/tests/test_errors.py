@@ -99,12 +99,42 @@ def test_bad_seed(mechanisms):
 
 
 def test_compile_refusals_name_the_option():
-    with pytest.raises(mfc.CompileError, match="--min-sep 0: the separation must be at least 1"):
+    # The CLI's messages, with its options spelled as the keywords passed.
+    with pytest.raises(mfc.CompileError, match="min_sep 0: the separation must be at least 1"):
         mfc.compile(steps=8, epochs=2, min_sep=0)
+    with pytest.raises(mfc.CompileError, match=r"epochs 2 needs min_sep B .* or every B"):
+        mfc.compile(steps=8, epochs=2)
+    with pytest.raises(mfc.CompileError, match="steps is required"):
+        mfc.compile()
     with pytest.raises(mfc.CompileError, match="unknown form `dense`"):
         mfc.compile(steps=8, form="dense")
-    with pytest.raises(mfc.CompileError, match="--bands 9: b̂ must be in 1..=8"):
+    with pytest.raises(mfc.CompileError, match="bands 9: b̂ must be in 1..=8"):
         mfc.compile(steps=8, form="bandmf", bands=9)
+
+
+def test_step_examples_clips_each_example(pair):
+    """One example per step is one row: step_examples equals step bit for bit, a long example
+    included (clipped to zeta the same way); a refused shape leaves the stream unchanged."""
+    m, s, twin = pair
+    rng = np.random.default_rng(4)
+    for scale in [0.01, 100.0]:
+        x = (rng.standard_normal(D) * scale).astype(np.float32)
+        assert np.array_equal(s.step_examples(x[None, :]), twin.step(x))
+    with pytest.raises(mfc.MfcError, match="shape"):
+        s.step_examples(np.ones(D, np.float32))
+    with pytest.raises(mfc.StreamError, match="not finite"):
+        s.step_examples(np.full((2, D), np.nan, np.float32))
+    assert_unchanged(s, twin)
+    # Two examples of norm 100 move the sum by at most 2 zeta: against a zero step, the
+    # difference is the clipped sum (the noise is the same, same seed and step). The runtime
+    # clips to just below zeta (a margin of about 2^-15 that absorbs f32 rounding, clip.rs).
+    a, b = mfc.Stream(m, D, seed=SEED), mfc.Stream(m, D, seed=SEED)
+    big = np.zeros((2, D), np.float32)
+    big[:, 0] = 100.0
+    moved = a.step_examples(big) - b.step(np.zeros(D, np.float32))
+    zeta = m.report["clip_norm"]
+    assert 2 * zeta * (1 - 2.0**-13) <= moved[0] <= 2 * zeta, moved[0]
+    assert np.all(moved[1:] == 0.0)
 
 
 def test_noise_only_blob_refuses_step(mechanisms):

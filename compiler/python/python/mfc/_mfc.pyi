@@ -118,7 +118,8 @@ def compile(
     noise_multiplier: Optional[float] = None,
     force: bool = False,
 ) -> Mechanism:
-    """``mfc compile`` with its options as keywords (``--min-sep`` is ``min_sep``)."""
+    """``mfc compile`` with its options as keywords (``--min-sep`` is ``min_sep``); a refusal
+    (``CompileError``) names the keyword, the value and what is allowed."""
 
 def calibrate(
     *, delta: float, epsilon: Optional[float] = None, noise_multiplier: Optional[float] = None
