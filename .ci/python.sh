@@ -20,7 +20,8 @@ export MFC_BINARY="$CARGO_TARGET_DIR/release/mfc"
 
 echo "== python: pip install ./compiler/python into a fresh virtualenv"
 venv=$(mktemp -d)
-trap 'rm -rf "$venv"' EXIT
+scratch=$(mktemp -d)
+trap 'rm -rf "$venv" "$scratch"' EXIT
 if ! python3 -m venv "$venv" 2>/dev/null; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
@@ -37,3 +38,9 @@ echo "== python: examples (each checks its own claims)"
 for example in compiler/python/examples/*.py; do
   "$venv/bin/python" "$example"
 done
+
+echo "== python: the README's Python example"
+sed -n '/^## From Python/,/^## Layout/p' README.md | awk '/^```python/{f=1;next}/^```/{f=0}f' \
+  > "$scratch/readme.py"
+test -s "$scratch/readme.py"
+(cd "$scratch" && "$venv/bin/python" readme.py)
