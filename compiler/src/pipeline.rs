@@ -6,6 +6,7 @@
 
 use std::time::Instant;
 
+use faer::Mat;
 use mfc_formats::{Calibration, Neighbouring, PrivacyTarget};
 
 use crate::Error;
@@ -101,10 +102,13 @@ impl Schema {
 
 /// The options of `mfc compile`, named as the CLI names them (`--min-sep` is `schema.min_sep`);
 /// see `mfc compile --help` for each. [`Default`] holds the CLI's defaults.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct CompileRequest {
-    /// `prefix`, `momentum:BETA` or `npy:PATH`.
+    /// `prefix`, `momentum:BETA` or `npy:PATH`; with `matrix`, that matrix's label.
     pub workload: String,
+    /// The workload `A` itself (`n × n`, lower triangular; the Python package's numpy array),
+    /// instead of a file named by `npy:PATH`.
+    pub matrix: Option<Mat<f64>>,
     /// The momentum workload's cooldown, `STEPS:FINAL`.
     pub cooldown: Option<String>,
     /// The participation schema and the neighbouring relation.
@@ -149,6 +153,7 @@ impl Default for CompileRequest {
     fn default() -> Self {
         Self {
             workload: "prefix".into(),
+            matrix: None,
             cooldown: None,
             schema: Schema::default(),
             stamps: "1".into(),
@@ -292,6 +297,30 @@ pub fn parse_workload(
     )))
 }
 
+/// The workload `A` given as a matrix, checked as an `.npy` workload is.
+fn given_workload(request: &CompileRequest, matrix: &Mat<f64>) -> Result<(Workload, usize), Error> {
+    let label = &request.workload;
+    if request.cooldown.is_some() {
+        return Err(Error::InvalidOption(
+            "--cooldown applies to the momentum workload only".into(),
+        ));
+    }
+    workload::validate(matrix).map_err(|e| Error::InvalidWorkload(format!("{label}: {e}")))?;
+    let n = matrix.nrows();
+    if request.steps.is_some_and(|s| s != n) {
+        return Err(Error::InvalidOption(format!(
+            "--steps does not match the {n}×{n} matrix {label}"
+        )));
+    }
+    Ok((
+        Workload::Custom {
+            label: label.clone(),
+            matrix: matrix.clone(),
+        },
+        n,
+    ))
+}
+
 fn calibration(request: &CompileRequest) -> Result<Option<Calibration>, Error> {
     let bad = |what: String| Error::InvalidOption(what);
     Ok(
@@ -344,11 +373,14 @@ pub fn compile_request(
         )));
     }
     let calibration = calibration(request)?;
-    let (workload, steps) = parse_workload(
-        &request.workload,
-        request.steps,
-        request.cooldown.as_deref(),
-    )?;
+    let (workload, steps) = match &request.matrix {
+        None => parse_workload(
+            &request.workload,
+            request.steps,
+            request.cooldown.as_deref(),
+        )?,
+        Some(matrix) => given_workload(request, matrix)?,
+    };
     // The steps the sensitivity covers: a BLT blob's horizon may exceed its design steps.
     let covered = match request.horizon {
         Some(horizon) if request.form != "blt" => {

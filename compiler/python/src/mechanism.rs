@@ -7,7 +7,7 @@ use mfc_compiler::pipeline::{CompileRequest, Event, Schema, compile_request};
 use mfc_compiler::report::{method_description, neighbouring_name, privacy_unit};
 use mfc_compiler::workload::Workload;
 use mfc_formats::{Mechanism as Blob, Validated};
-use numpy::PyArray2;
+use numpy::{PyArray2, PyArrayMethods};
 use pyo3::exceptions::PyUserWarning;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
@@ -244,12 +244,12 @@ fn text(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
 }
 
 /// Optimizes, compresses and calibrates a mechanism: `mfc compile` with its options as keyword
-/// arguments (`--min-sep` is `min_sep`; see `mfc compile --help`), whose refusals name the
+/// arguments (`workload` may also be the `n × n` lower-triangular float64 matrix `A` itself) (`--min-sep` is `min_sep`; see `mfc compile --help`), whose refusals name the
 /// keyword, the value and what is allowed. Releases the GIL while it runs; the dense compile's
 /// estimated memory and time arrive as a `UserWarning`.
 #[pyfunction]
 #[pyo3(signature = (
-    *, steps=None, workload="prefix", cooldown=None, epochs=None, min_sep=None, every=None,
+    *, steps=None, workload=None, cooldown=None, epochs=None, min_sep=None, every=None,
     neighbouring="add-remove", form="banded", stamps=None, band=4, rank=4, refine=50, gap=1e-6,
     bands=None, max_bands=256, toeplitz=false, buffers=4, horizon=None, clip_norm=1.0,
     epsilon=None, delta=None, noise_multiplier=None, force=false
@@ -258,7 +258,7 @@ fn text(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
 pub fn compile(
     py: Python<'_>,
     steps: Option<usize>,
-    workload: &str,
+    workload: Option<Bound<'_, PyAny>>,
     cooldown: Option<String>,
     epochs: Option<usize>,
     min_sep: Option<usize>,
@@ -281,8 +281,34 @@ pub fn compile(
     noise_multiplier: Option<f64>,
     force: bool,
 ) -> PyResult<Mechanism> {
+    // A string names a workload as the CLI does; an array is A itself.
+    let (spec, matrix) = match workload {
+        None => ("prefix".to_string(), None),
+        Some(w) => match w.extract::<String>() {
+            Ok(spec) => (spec, None),
+            Err(_) => {
+                let a = w.cast::<numpy::PyArray2<f64>>().map_err(|_| {
+                    Error::Type(format!(
+                        "workload: expected `prefix`, `momentum:BETA`, `npy:PATH` or a 2-D float64 \
+                         numpy array, got {}",
+                        w.getattr("dtype")
+                            .map(|d| format!("an array of {d}"))
+                            .unwrap_or_else(|_| w.get_type().to_string())
+                    ))
+                })?;
+                let a = a.readonly();
+                let a = a.as_array();
+                let label = format!("numpy array {}×{}", a.nrows(), a.ncols());
+                (
+                    label,
+                    Some(faer::Mat::from_fn(a.nrows(), a.ncols(), |i, j| a[(i, j)])),
+                )
+            }
+        },
+    };
     let request = CompileRequest {
-        workload: workload.to_string(),
+        workload: spec,
+        matrix,
         cooldown,
         schema: Schema {
             epochs,

@@ -179,8 +179,8 @@ impl Stream {
     }
 
     /// Steps `x` through the stream: a float32 row of `d` values gives one release, an `(m, d)`
-    /// batch `m` consecutive releases (same shape). C-contiguous float32 input is read in place.
-    /// `clip`: the whole row's clip factor (`mfc.clip_factor`), required by a shard, one for the
+    /// batch `m` consecutive releases (same shape). C-contiguous float32 input is read in place,
+    /// with the GIL released: do not write to `x` from another thread meanwhile. `clip`: the whole row's clip factor (`mfc.clip_factor`), required by a shard, one for the
     /// whole batch. Raises, with the stream unchanged: `TypeError` for another dtype,
     /// `MfcError` for a wrong shape, a non-finite value or too few steps left, `StreamError`
     /// for the runtime's refusals.

@@ -94,3 +94,24 @@ def test_to_dense_of_a_loaded_custom_blob_needs_the_workload(mechanisms):
     b2, c2 = loaded.to_dense(workload=a)
     np.testing.assert_array_equal(b, b2)
     np.testing.assert_allclose(c, c2, rtol=1e-9, atol=1e-12)
+
+
+def test_workload_given_as_an_array_compiles_like_its_name(mechanisms):
+    """`compile(workload=A)` with the momentum matrix A optimizes the same problem as
+    `workload="momentum:0.9"`: the same decoder and encoder, sensitivity and sqrt(L)."""
+    import mfc
+
+    named = mechanisms["banded-momentum"]
+    b, c = named.to_dense()
+    a = np.tril(b @ c)  # A = B C, lower triangular up to rounding
+    options = {k: v for k, v in FORMS["banded-momentum"].items() if k not in ("workload", "steps")}
+    given = mfc.compile(workload=a, **options)
+    assert given.report["workload"] == "numpy array 24×24"
+    for key in ["sensitivity", "sqrt_loss"]:
+        assert given.report[key] == pytest.approx(named.report[key], rel=1e-6), key
+    b2, c2 = given.to_dense()
+    np.testing.assert_allclose(b2 @ c2, a, atol=1e-9)
+    with pytest.raises(mfc.CompileError, match="numpy array 2×2: .*lower triangular"):
+        mfc.compile(workload=np.array([[1.0, 1.0], [0.0, 1.0]]))
+    with pytest.raises(TypeError, match="float64"):
+        mfc.compile(workload=a.astype(np.float32))

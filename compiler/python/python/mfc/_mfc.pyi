@@ -68,7 +68,8 @@ class Stream:
     ) -> npt.NDArray[np.float32]:
         """One row ``(d,)`` -> one release; a batch ``(m, d)`` -> m consecutive releases.
         ``clip``: the whole row's clip factor (required by a shard). A refused call leaves the
-        stream unchanged."""
+        stream unchanged. C-contiguous float32 ``x`` is read in place with the GIL released: do
+        not write to it from another thread meanwhile."""
     def step_examples(self, examples: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
         """One training step from ``(m, d)`` examples, each clipped by itself."""
     def step_noise(self) -> npt.NDArray[np.float32]:
@@ -95,7 +96,7 @@ class Stream:
 def compile(
     *,
     steps: Optional[int] = None,
-    workload: str = "prefix",
+    workload: Union[str, npt.NDArray[np.float64], None] = None,
     cooldown: Optional[str] = None,
     epochs: Optional[int] = None,
     min_sep: Optional[int] = None,
@@ -118,7 +119,8 @@ def compile(
     noise_multiplier: Optional[float] = None,
     force: bool = False,
 ) -> Mechanism:
-    """``mfc compile`` with its options as keywords (``--min-sep`` is ``min_sep``); a refusal
+    """``mfc compile`` with its options as keywords (``--min-sep`` is ``min_sep``); ``workload``
+    is ``prefix`` (the default), ``momentum:BETA``, ``npy:PATH`` or the n x n matrix A; a refusal
     (``CompileError``) names the keyword, the value and what is allowed."""
 
 def calibrate(

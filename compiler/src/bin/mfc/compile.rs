@@ -104,6 +104,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let started = Instant::now();
     let request = CompileRequest {
         workload: args.workload,
+        matrix: None,
         cooldown: args.cooldown,
         schema: args.schema.schema(),
         stamps: args.stamps,
