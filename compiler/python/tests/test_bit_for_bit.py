@@ -104,3 +104,19 @@ def test_no_seed_draws_from_the_os():
     m = mfc.compile(steps=8, band=2, rank=1, noise_multiplier=1.0)
     x = np.zeros(3, np.float32)
     assert not np.array_equal(mfc.Stream(m, 3).step(x), mfc.Stream(m, 3).step(x))
+
+
+@pytest.mark.parametrize("name", sorted(FORMS))
+def test_save_load_round_trip_keeps_the_statement(name, mechanisms, tmp_path):
+    """A saved blob loads back to the same bytes; its header report states the same unit of
+    privacy, schema, relation, sensitivity and (epsilon, delta) as the compile report."""
+    m = mechanisms[name]
+    path = tmp_path / "m.mfc"
+    m.save(path)
+    loaded = mfc.Mechanism.load(path)
+    assert loaded.bytes == m.bytes and loaded.form == m.form and loaded.steps == m.steps
+    for key in ["privacy_unit", "participation", "neighbouring", "sensitivity", "clip_norm"]:
+        assert loaded.report[key] == m.report[key], key
+    assert loaded.report["epsilon"] == m.report["privacy"]["epsilon"]
+    assert loaded.report["delta"] == m.report["privacy"]["delta"]
+    assert loaded.report["noise_multiplier"] == m.report["privacy"]["noise_multiplier"]
