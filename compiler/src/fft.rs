@@ -565,7 +565,7 @@ pub fn compile_fft(options: &FftOptions) -> Result<FftMechanism> {
 
 /// `B̂†S = ŶᵀPᵀT̂⁻¹S` (`2m × m`): the minimum-norm encoder of Mechanism 1's stored decoder
 /// `B̂ = PŶ`, dense from the generator `x` of `T̂ = B̂B̂ᵀ`.
-fn pseudo_inverse_encoder(y_hat: &[f64], x: &[f64]) -> Mat<f64> {
+pub fn pseudo_inverse_encoder(y_hat: &[f64], x: &[f64]) -> Mat<f64> {
     let m = x.len();
     let two_m = 2 * m;
     // (T̂⁻¹S)[a, j] = Σ_{b ≥ j} T̂⁻¹[a, b].
@@ -584,15 +584,31 @@ fn pseudo_inverse_encoder(y_hat: &[f64], x: &[f64]) -> Mat<f64> {
 /// The dense decoder of a compiled mechanism, `n × 2n` (`z` has `2m` rows per block), exactly as
 /// the runtime replays it from the stored `f32` values: for tests and audits.
 pub fn dense_decoder(mechanism: &FftMechanism) -> Mat<f64> {
-    let m = mechanism.block;
-    let s = mechanism.stamps;
+    stored_dense_decoder(
+        mechanism.kind,
+        mechanism.stamps,
+        &mechanism.kernel,
+        &mechanism.generator,
+    )
+}
+
+/// [`dense_decoder`] from the values a blob stores: `stamps` blocks, the kernel `ŷ` (`2m`
+/// values) and, for [`FftKind::OptimalDecoder`], the generator `x̂` (`m` values).
+pub fn stored_dense_decoder(
+    kind: FftKind,
+    stamps: usize,
+    kernel: &[f32],
+    generator: &[f32],
+) -> Mat<f64> {
+    let m = kernel.len() / 2;
+    let s = stamps;
     let two_m = 2 * m;
-    let y: Vec<f64> = mechanism.kernel.iter().map(|&v| f64::from(v)).collect();
+    let y: Vec<f64> = kernel.iter().map(|&v| f64::from(v)).collect();
     // One block: n_b × 2m.
-    let block = match mechanism.kind {
+    let block = match kind {
         FftKind::Circulant => Mat::from_fn(m, two_m, |r, j| y[(r + two_m - j) % two_m]),
         FftKind::OptimalDecoder => {
-            let x: Vec<f64> = mechanism.generator.iter().map(|&v| f64::from(v)).collect();
+            let x: Vec<f64> = generator.iter().map(|&v| f64::from(v)).collect();
             let mut inverse = Mat::<f64>::zeros(m, m);
             for_each_inverse_row(&x, |i, r| {
                 for (j, v) in r.iter().enumerate() {

@@ -20,6 +20,7 @@ pub mod mechanism;
 pub mod multi_epoch;
 pub mod optimize;
 pub mod participation;
+pub mod pipeline;
 mod refine;
 pub mod report;
 pub mod sensitivity;

@@ -435,6 +435,18 @@ fn compile_bandmf_forms_and_inspect_them() {
         err.contains("--steps 1000000") && err.contains("--toeplitz"),
         "{err}"
     );
+    // A banded Toeplitz encoder for a scheduled workload is O(n²) per evaluation: refused at
+    // beyond its limit, naming the option, the value and the range.
+    let err = assert_refused(&args(
+        "compile --form bandmf --toeplitz --bands 4 --workload momentum:0.9 --cooldown 1000:0.1 --steps 1000000 --out {}",
+        &[&general],
+    ));
+    assert!(
+        err.contains("--steps 1000000")
+            && err.contains("--cooldown")
+            && err.contains("up to 65536 steps"),
+        "{err}"
+    );
 }
 
 #[test]

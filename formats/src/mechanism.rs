@@ -323,7 +323,11 @@ impl<'a> BandMf<'a> {
         match self.kind {
             BandMfKind::Toeplitz => {
                 check_table("decoder.encoder", self.encoder, self.bands, 1)?;
-                if self.encoder.get(0) == Some(0.0) {
+                if self
+                    .encoder
+                    .get(0)
+                    .is_some_and(|c| c.to_bits() & F32_EXPONENT == 0)
+                {
                     return Err(Error::SingularEncoder { step: 0 });
                 }
             }
@@ -506,14 +510,23 @@ impl<'a> BandedLowRank<'a> {
 /// encoder), whose entry `(i, k)` is the matrix's `[i, i−k]`: the diagonal entry `(i, 0)` is
 /// non-zero ([`Error::SingularEncoder`] for an encoder, else [`Error::SingularDecoder`]) and the
 /// entries left of column 0 (`k > i`) are `+0.0` ([`Error::NonZeroPadding`]).
+/// The exponent bits of an `f32`: zero for ±0.0 and the subnormals.
+const F32_EXPONENT: u32 = 0x7f80_0000;
+
 fn check_band_rows(table: F32Table<'_>, h: usize, encoder: bool) -> Result<(), Error> {
     for (i, row) in table.as_bytes().chunks_exact(4 * h).enumerate() {
         let word = |k: usize| {
             u32::from_le_bytes([row[4 * k], row[4 * k + 1], row[4 * k + 2], row[4 * k + 3]])
         };
         let step = i as u32;
-        // ±0.0 are the words whose only possible bit is the sign.
-        if word(0) << 1 == 0 {
+        // ±0.0 are the words whose only possible bit is the sign; an encoder's diagonal must
+        // also be normal (a subnormal divisor overflows `w = C⁻¹z` within a few steps).
+        let singular = if encoder {
+            word(0) & F32_EXPONENT == 0
+        } else {
+            word(0) << 1 == 0
+        };
+        if singular {
             return Err(if encoder {
                 Error::SingularEncoder { step }
             } else {
@@ -632,8 +645,37 @@ impl<'a> Mechanism<'a> {
             Decoder::BandedLowRank(d) => d.validate(h.steps),
             Decoder::Fft(d) => d.validate(h.steps),
             Decoder::Blt(d) => d.validate(),
-            Decoder::BandMf(d) => d.validate(h.steps),
+            Decoder::BandMf(d) => {
+                d.validate(h.steps)?;
+                self.check_orthogonal_bands(d)
+            }
         }
+    }
+
+    /// A BandMF encoder's exact method `OrthogonalColumns` holds only when the columns one
+    /// record can touch do not overlap: with participations at least (or exactly) `b` apart,
+    /// columns `b` apart share no row only if `b̂ ≤ b`. A blob that claims the method with more
+    /// bands, whenever a record may take part more than once, records a sensitivity that may be
+    /// far too small, so it is refused.
+    fn check_orthogonal_bands(&self, d: &BandMf<'_>) -> Result<(), Error> {
+        let h = &self.header;
+        let gap = match h.participation {
+            Participation::FixedEpochOrder {
+                max_participations,
+                separation,
+            } if max_participations > 1 => separation,
+            Participation::MinSeparation {
+                max_participations,
+                min_separation,
+            } if max_participations > 1 => min_separation,
+            _ => return Ok(()),
+        };
+        if h.sensitivity.method == SensitivityMethod::OrthogonalColumns && d.bands > gap {
+            return Err(Error::InvalidField {
+                field: "decoder.bands",
+            });
+        }
+        Ok(())
     }
 }
 

@@ -114,6 +114,21 @@ fn bandmf_validation_refuses_bad_encoders() {
         mechanism(BandMfKind::Toeplitz, 2, &negative_zero).validate(),
         Err(Error::SingularEncoder { step: 0 })
     );
+    // A subnormal diagonal is as good as singular: 1/c overflows f32.
+    for tiny in [f32::MIN_POSITIVE / 2.0, -1e-45] {
+        let subnormal = encode_f32s([tiny, 1.0]);
+        assert_eq!(
+            mechanism(BandMfKind::Toeplitz, 2, &subnormal).validate(),
+            Err(Error::SingularEncoder { step: 0 }),
+            "{tiny:e}"
+        );
+    }
+    let smallest_normal = encode_f32s([f32::MIN_POSITIVE, 1.0]);
+    assert!(
+        mechanism(BandMfKind::Toeplitz, 2, &smallest_normal)
+            .validate()
+            .is_ok()
+    );
     let nan = encode_f32s([1.0, f32::NAN]);
     assert_eq!(
         mechanism(BandMfKind::Toeplitz, 2, &nan).validate(),
@@ -130,6 +145,11 @@ fn bandmf_validation_refuses_bad_encoders() {
             expected: 24,
             found: 8
         })
+    );
+    let subnormal_diagonal = encode_f32s([1.0, 0.0, 0.75, -0.5, 1e-40, 0.25]);
+    assert_eq!(
+        mechanism(BandMfKind::General, 2, &subnormal_diagonal).validate(),
+        Err(Error::SingularEncoder { step: 2 })
     );
     let zero_diagonal = encode_f32s([1.0, 0.0, 0.0, -0.5, 1.25, 0.25]);
     assert_eq!(
@@ -152,6 +172,58 @@ fn bandmf_validation_refuses_bad_encoders() {
             index: 4
         })
     );
+}
+
+/// `OrthogonalColumns` is exact only with `b̂ ≤ b`: a blob that claims it with more bands than
+/// the separation (whose real sensitivity may be many times the recorded one) is refused, under
+/// both multi-participation schemas; with `b̂ ≤ b`, or a single participation, it is accepted.
+#[test]
+fn orthogonal_columns_with_overlapping_bands_is_refused() {
+    use mfc_formats::Participation;
+    let c = encode_f32s([1.0, 1.0, 1.0]);
+    let claim = |participation, method| {
+        let mut m = mechanism(BandMfKind::Toeplitz, 3, &c);
+        m.header.steps = 16;
+        m.header.participation = participation;
+        m.header.sensitivity.method = method;
+        m.validate().map(|_| ())
+    };
+    let orthogonal = SensitivityMethod::OrthogonalColumns;
+    for gap in [1, 2] {
+        for participation in [
+            Participation::MinSeparation {
+                max_participations: 4,
+                min_separation: gap,
+            },
+            Participation::FixedEpochOrder {
+                max_participations: 4,
+                separation: gap,
+            },
+        ] {
+            assert_eq!(
+                claim(participation, orthogonal),
+                Err(Error::InvalidField {
+                    field: "decoder.bands"
+                }),
+                "{participation:?}"
+            );
+            // Another method (an upper bound the writer computed) makes no such claim.
+            assert_eq!(
+                claim(participation, SensitivityMethod::AbsoluteGramBound),
+                Ok(())
+            );
+        }
+    }
+    let separated = Participation::MinSeparation {
+        max_participations: 4,
+        min_separation: 3,
+    };
+    assert_eq!(claim(separated, orthogonal), Ok(()));
+    let once = Participation::MinSeparation {
+        max_participations: 1,
+        min_separation: 1,
+    };
+    assert_eq!(claim(once, orthogonal), Ok(()));
 }
 
 #[test]

@@ -9,8 +9,8 @@ use mfc_compiler::compare::{CompareOptions, compare};
 use mfc_compiler::compare::Row;
 use mfc_compiler::report::{neighbouring_name, privacy_unit};
 
-use crate::compile::parse_workload;
 use crate::schema::SchemaArgs;
+use mfc_compiler::pipeline::parse_workload;
 
 /// Compare the optimum, banded+low-rank, stamping, BandMF (banded Toeplitz and general), BLT,
 /// FFT, square root and tree mechanisms (the last four for the prefix sum only), each optimized

@@ -1,4 +1,5 @@
 //! `mfc compile`: optimize → compress → normalize → calibrate → write the blob, then report.
+//! The pipeline is the library's ([`mfc_compiler::pipeline`]); this is its command line.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -6,21 +7,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use mfc_compiler::Error;
-use mfc_compiler::bandmf::{BandMfKind, BandMfOptions, Bands, compile_bandmf};
-use mfc_compiler::blob::{self, BlobOptions, neighbouring_factor};
-use mfc_compiler::budget;
-use mfc_compiler::calibrate::{epsilon_for_noise_multiplier, noise_multiplier_for};
-use mfc_compiler::compress::CompressOptions;
-use mfc_compiler::fft::{FftKind, FftOptions, compile_fft};
-use mfc_compiler::mechanism::{CompileOptions, compile};
-use mfc_compiler::multi_epoch::MultiEpochOptions;
-use mfc_compiler::optimize::{OptimizeOptions, Progress};
-use mfc_compiler::participation::Participation;
-use mfc_compiler::report::{CompileReport, PrivacyStatement};
-use mfc_compiler::stamp::choose_stamps;
-use mfc_compiler::toeplitz::{compile_blt, optimize_blt};
-use mfc_compiler::workload::{self, Schedule, Workload};
-use mfc_formats::{Calibration, PrivacyTarget};
+use mfc_compiler::pipeline::{CompileRequest, Event, compile_request};
 
 use crate::schema::SchemaArgs;
 
@@ -113,211 +100,46 @@ pub struct Args {
     force: bool,
 }
 
-fn parse_number<T: std::str::FromStr>(text: &str, what: &str) -> Result<T, Error> {
-    text.parse()
-        .map_err(|_| Error::InvalidOption(format!("{what}: cannot parse `{text}`")))
-}
-
-pub(crate) fn parse_workload(
-    spec: &str,
-    steps: Option<usize>,
-    cooldown: Option<&str>,
-) -> Result<(Workload, usize), Error> {
-    let required = || steps.ok_or_else(|| Error::InvalidOption("--steps is required".into()));
-    if cooldown.is_some() && !spec.starts_with("momentum:") {
-        return Err(Error::InvalidOption(
-            "--cooldown applies to the momentum workload only".into(),
-        ));
-    }
-    if spec == "prefix" {
-        return Ok((Workload::PrefixSum, required()?));
-    }
-    if let Some(beta) = spec.strip_prefix("momentum:") {
-        let momentum = parse_number(beta, "--workload momentum:BETA")?;
-        let schedule = match cooldown {
-            None => Schedule::Constant,
-            Some(c) => {
-                let (m, rate) = c.split_once(':').ok_or_else(|| {
-                    Error::InvalidOption(format!("--cooldown expects STEPS:FINAL, got `{c}`"))
-                })?;
-                Schedule::Cooldown {
-                    steps: parse_number(m, "--cooldown STEPS")?,
-                    final_rate: parse_number(rate, "--cooldown FINAL")?,
-                }
-            }
-        };
-        return Ok((Workload::Momentum { momentum, schedule }, required()?));
-    }
-    if let Some(path) = spec.strip_prefix("npy:") {
-        let matrix = workload::read_npy(path)?;
-        let n = matrix.nrows();
-        if steps.is_some_and(|s| s != n) {
-            return Err(Error::InvalidOption(format!(
-                "--steps does not match the {n}×{n} matrix in {path}"
-            )));
-        }
-        return Ok((
-            Workload::Custom {
-                label: path.to_string(),
-                matrix,
-            },
-            n,
-        ));
-    }
-    Err(Error::InvalidOption(format!(
-        "unknown workload `{spec}` (expected `prefix`, `momentum:BETA` or `npy:PATH`)"
-    )))
-}
-
-fn calibration(args: &Args) -> Result<Option<Calibration>, Error> {
-    let bad = |what: String| Error::InvalidOption(what);
-    Ok(match (args.epsilon, args.delta, args.noise_multiplier) {
-        (Some(epsilon), Some(delta), None) => {
-            let sigma = noise_multiplier_for(epsilon, delta)
-                .ok_or_else(|| bad(format!("cannot calibrate ε = {epsilon}, δ = {delta}")))?;
-            Some(Calibration {
-                noise_multiplier: sigma,
-                target: Some(PrivacyTarget { epsilon, delta }),
-            })
-        }
-        (None, delta, Some(sigma)) => {
-            let target = match delta {
-                Some(delta) => Some(PrivacyTarget {
-                    epsilon: epsilon_for_noise_multiplier(sigma, delta)
-                        .ok_or_else(|| bad(format!("no ε for σ = {sigma}, δ = {delta}")))?,
-                    delta,
-                }),
-                None => None,
-            };
-            Some(Calibration {
-                noise_multiplier: sigma,
-                target,
-            })
-        }
-        (None, None, None) => None,
-        _ => {
-            return Err(bad(
-                "give --epsilon with --delta, or --noise-multiplier".into()
-            ));
-        }
-    })
-}
-
 pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let started = Instant::now();
-    if !(args.clip_norm.is_finite() && args.clip_norm > 0.0) {
-        return Err(Error::InvalidOption(format!(
-            "--clip-norm {}: must be a positive finite number",
-            args.clip_norm
-        ))
-        .into());
-    }
-    let calibration = calibration(&args)?;
-    let (workload, steps) = parse_workload(&args.workload, args.steps, args.cooldown.as_deref())?;
-    // The steps the sensitivity covers: a BLT blob's horizon may exceed its design steps.
-    let covered = match args.horizon {
-        Some(horizon) if args.form != "blt" => {
-            return Err(Error::InvalidOption(format!(
-                "--horizon {horizon}: only the blt form has a horizon beyond --steps"
-            ))
-            .into());
-        }
-        Some(horizon) if horizon < steps => {
-            return Err(Error::InvalidOption(format!(
-                "--horizon {horizon}: must be at least --steps ({steps})"
-            ))
-            .into());
-        }
-        Some(horizon) => horizon,
-        None => steps,
-    };
-    let participation = args.schema.participation(covered)?;
-    let blob_options = BlobOptions {
+    let request = CompileRequest {
+        workload: args.workload,
+        matrix: None,
+        cooldown: args.cooldown,
+        schema: args.schema.schema(),
+        stamps: args.stamps,
+        steps: args.steps,
+        form: args.form,
+        bands: args.bands,
+        max_bands: args.max_bands,
+        toeplitz: args.toeplitz,
+        buffers: args.buffers,
+        horizon: args.horizon,
+        band: args.band,
+        rank: args.rank,
+        refine: args.refine,
+        gap: args.gap,
         clip_norm: args.clip_norm,
-        calibration,
-        neighbouring: args.schema.neighbouring()?,
-    };
-    if args.form != "bandmf" && (args.bands.is_some() || args.toeplitz) {
-        return Err(Error::InvalidOption(format!(
-            "--bands and --toeplitz apply to --form bandmf only (the form is `{}`; the banded+low-rank form takes --band and --rank)",
-            args.form
-        ))
-        .into());
-    }
-    match args.form.as_str() {
-        "banded" => {}
-        "bandmf" => {
-            return run_bandmf(
-                &args,
-                &workload,
-                steps,
-                participation,
-                &blob_options,
-                started,
-            );
-        }
-        form @ ("blt" | "fft" | "fft-optimal") if !matches!(workload, Workload::PrefixSum) => {
-            return Err(
-                Error::InvalidOption(format!("the {form} form releases prefix sums only")).into(),
-            );
-        }
-        "blt" => return run_blt(&args, steps, participation, &blob_options, started),
-        "fft" | "fft-optimal" => {
-            return run_fft(&args, steps, participation, &blob_options, started);
-        }
-        other => {
-            return Err(Error::InvalidOption(format!(
-                "unknown form `{other}` (expected `banded`, `blt`, `fft`, `fft-optimal` or `bandmf`)"
-            ))
-            .into());
-        }
-    }
-    check_budget(&args, steps, &participation)?;
-    let a = workload.matrix(steps)?;
-    let mut options = CompileOptions {
-        participation,
-        optimize: OptimizeOptions {
-            relative_gap: args.gap,
-            ..OptimizeOptions::default()
-        },
-        multi_epoch: MultiEpochOptions {
-            relative_gap: args.gap.max(1e-4),
-            ..MultiEpochOptions::default()
-        },
-        compression: CompressOptions {
-            refine_iterations: args.refine,
-            ..CompressOptions::default()
-        },
-        ..CompileOptions::default()
+        epsilon: args.epsilon,
+        delta: args.delta,
+        noise_multiplier: args.noise_multiplier,
+        force: args.force,
     };
     let mut status = Status::new(started)?;
-    options.stamps = if args.stamps == "auto" {
-        status.say("choosing the number of stamps by loss");
-        let tried = choose_stamps(a.as_ref(), &options)?;
-        tried.first().map_or(1, |&(s, _)| s)
-    } else {
-        parse_number(&args.stamps, "--stamps")?
-    };
-    let mut on_progress = |p: &Progress| {
-        status.say(&format!(
-            "optimizing n = {steps}: iteration {}, relative duality gap {:.2e} (target {:.0e})",
-            p.iteration, p.relative_gap, args.gap
-        ));
-    };
-    let compiled = compile(a.as_ref(), args.band, args.rank, &options, &mut on_progress)?;
+    let compiled = compile_request(&request, &mut |event| match event {
+        Event::Progress(line) => status.say(&line),
+        Event::Warning(line) => eprintln!("{line}"),
+    })?;
     status.finish();
-
-    let blob = blob::encode(&compiled, &workload, &blob_options)?;
-    write_blob(&args.out, &blob)?;
-
-    let mut report =
-        CompileReport::new(args.workload.clone(), &compiled, &blob_options, blob.len())?;
-    report.out = Some(args.out.display().to_string());
-    report.seconds = started.elapsed().as_secs_f64();
+    write_blob(&args.out, &compiled.blob)?;
+    let out = args.out.display().to_string();
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&compiled.json(Some(&out)))?
+        );
     } else {
-        print!("{report}");
+        print!("{}", compiled.text(Some(&out)));
     }
     Ok(())
 }
@@ -374,51 +196,6 @@ impl Status {
     }
 }
 
-/// Before any `O(n³)` work: the estimated memory and time of the dense compile on stderr, and a
-/// refusal (naming the forms that scale) when the memory exceeds what this machine has
-/// available, unless `--force`.
-fn check_budget(args: &Args, steps: usize, participation: &Participation) -> Result<(), Error> {
-    let stamps = args.stamps.parse::<usize>().unwrap_or(1).max(1);
-    let estimate = budget::estimate(steps, steps / stamps, participation);
-    let gb = |bytes: f64| bytes / 1e9;
-    let time = |seconds: f64| {
-        if seconds < 120.0 {
-            format!("{seconds:.0} s")
-        } else if seconds < 7200.0 {
-            format!("{:.0} min", seconds / 60.0)
-        } else {
-            format!("{:.0} h", seconds / 3600.0)
-        }
-    };
-    let available = budget::available_memory();
-    if let Some(available) = available {
-        if estimate.bytes > available && !args.force {
-            return Err(Error::InvalidOption(format!(
-                "--steps {steps}: the dense compile of the banded form needs about {:.1} GB of memory \
-                 and {} on a 2-core machine; this machine has {:.1} GB available, enough for \
-                 --steps up to {}. Forms that scale to any n: --form blt (buffered linear \
-                 Toeplitz: fitted in seconds, any horizon), --form fft or fft-optimal (no \
-                 optimization, O(n log n) per block), and --form bandmf --toeplitz (a banded \
-                 Toeplitz encoder, O(n·b̂) per evaluation); --force runs the dense compile anyway",
-                gb(estimate.bytes),
-                time(estimate.seconds),
-                gb(available),
-                budget::largest_steps_within(available)
-            )));
-        }
-    }
-    if estimate.seconds >= 10.0 || estimate.bytes >= 1e9 {
-        eprintln!(
-            "mfc: n = {steps}: the dense compile needs about {:.1} GB of memory{} and {} on a \
-             2-core machine",
-            gb(estimate.bytes),
-            available.map_or(String::new(), |a| format!(" ({:.1} GB available)", gb(a))),
-            time(estimate.seconds)
-        );
-    }
-    Ok(())
-}
-
 fn write_blob(path: &std::path::Path, blob: &[u8]) -> Result<(), Error> {
     std::fs::write(path, blob).map_err(|e| {
         Error::Io(std::io::Error::new(
@@ -426,324 +203,4 @@ fn write_blob(path: &std::path::Path, blob: &[u8]) -> Result<(), Error> {
             format!("{}: {e}", path.display()),
         ))
     })
-}
-
-/// What the BLT and FFT forms share after encoding: the blob written to `--out`, then the report
-/// — `fields` plus the noise multiplier, the blob's size and path and the time taken — as JSON
-/// with `--json`, else `text` and a line for the blob.
-fn write_and_report(
-    args: &Args,
-    blob: &[u8],
-    blob_options: &BlobOptions,
-    started: Instant,
-    mut fields: serde_json::Value,
-    text: &str,
-) -> Result<(), Box<dyn std::error::Error>> {
-    write_blob(&args.out, blob)?;
-    fields["noise_multiplier"] =
-        serde_json::json!(blob_options.calibration.map(|c| c.noise_multiplier));
-    fields["blob_bytes"] = serde_json::json!(blob.len());
-    fields["out"] = serde_json::json!(args.out.display().to_string());
-    fields["seconds"] = serde_json::json!(started.elapsed().as_secs_f64());
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&fields)?);
-    } else {
-        print!("{text}");
-        println!(
-            "blob                {} bytes -> {}",
-            blob.len(),
-            args.out.display()
-        );
-    }
-    Ok(())
-}
-
-/// `fields` with the statement's keys added (the same keys as the banded form's report).
-fn with_statement(
-    mut fields: serde_json::Value,
-    statement: &PrivacyStatement,
-) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
-    if let (Some(map), serde_json::Value::Object(extra)) =
-        (fields.as_object_mut(), serde_json::to_value(statement)?)
-    {
-        map.extend(extra);
-    }
-    Ok(fields)
-}
-
-/// `mfc compile --form blt`: optimize the BLT for `--steps`, round it, compute the sensitivity
-/// over `--horizon`, write the blob and report.
-fn run_blt(
-    args: &Args,
-    steps: usize,
-    participation: Participation,
-    blob_options: &BlobOptions,
-    started: Instant,
-) -> Result<(), Box<dyn std::error::Error>> {
-    let blt = optimize_blt(steps, args.buffers, &participation)?;
-    let compiled = compile_blt(&blt, steps, args.horizon.unwrap_or(steps), &participation)?;
-    let blob = blob::encode_blt(&compiled, blob_options)?;
-    let factor = neighbouring_factor(blob_options.neighbouring)?;
-    let statement = PrivacyStatement::new(
-        blob_options,
-        &participation,
-        compiled.sensitivity,
-        compiled.sensitivity_method,
-        &compiled.per_step_variance,
-    )?;
-    let fields = serde_json::json!({
-        "workload": args.workload,
-        "form": "blt",
-        "buffers": args.buffers,
-        "steps": steps,
-        "horizon": compiled.horizon,
-        "theta": compiled.blt.theta,
-        "omega": compiled.blt.omega,
-        "horizon_sqrt_loss": factor * compiled.horizon_error.sqrt_loss,
-        "horizon_max_step_stddev": factor * compiled.horizon_error.max_step_stddev,
-        "horizon_final_step_stddev": factor * compiled.horizon_error.final_step_stddev,
-        "runtime_floats_per_coordinate": args.buffers + 2,
-    });
-    let e = &compiled.horizon_error;
-    let text = format!(
-        "workload            prefix sum, BLT with {} buffers optimized for n = {steps}; the sensitivity covers {} steps\n\
-         participation       {}\n\
-         shipped             sqrt(L) = {:.4} over the {steps} design steps\n\
-         over all {} steps   sqrt(L) = {:.4}, max step stddev {:.4}, last {:.4}  (units of σ·ζ; the blob's error figures)\n\
-         {statement}\
-         runtime memory      (m + 2)·d = {}·d floats, for any number of steps\n",
-        args.buffers,
-        compiled.horizon,
-        statement.participation,
-        statement.sqrt_loss,
-        compiled.horizon,
-        factor * e.sqrt_loss,
-        factor * e.max_step_stddev,
-        factor * e.final_step_stddev,
-        args.buffers + 2
-    );
-    write_and_report(
-        args,
-        &blob,
-        blob_options,
-        started,
-        with_statement(fields, &statement)?,
-        &text,
-    )
-}
-
-/// `mfc compile --form fft|fft-optimal`: the FFT mechanism (001 §4, App. K), stamped.
-fn run_fft(
-    args: &Args,
-    steps: usize,
-    participation: Participation,
-    blob_options: &BlobOptions,
-    started: Instant,
-) -> Result<(), Box<dyn std::error::Error>> {
-    let kind = if args.form == "fft" {
-        FftKind::Circulant
-    } else {
-        FftKind::OptimalDecoder
-    };
-    let compiled = compile_fft(&FftOptions {
-        steps,
-        stamps: parse_number(&args.stamps, "--stamps (a number for the FFT form)")?,
-        kind,
-        participation,
-    })?;
-    let blob = blob::encode_fft(&compiled, blob_options)?;
-    let statement = PrivacyStatement::new(
-        blob_options,
-        &participation,
-        compiled.sensitivity,
-        compiled.sensitivity_method,
-        &compiled.per_step_variance,
-    )?;
-    let fields = serde_json::json!({
-        "workload": args.workload,
-        "form": args.form,
-        "steps": steps,
-        "block": compiled.block,
-        "stamps": compiled.stamps,
-        "generator_residual": compiled.generator_residual,
-    });
-    let text = format!(
-        "workload            prefix sum, FFT {:?}, n = {steps} as {} block(s) of {}\n\
-         participation       {}\n\
-         shipped             sqrt(L) = {:.4}\n\
-         {statement}",
-        kind, compiled.stamps, compiled.block, statement.participation, statement.sqrt_loss,
-    );
-    write_and_report(
-        args,
-        &blob,
-        blob_options,
-        started,
-        with_statement(fields, &statement)?,
-        &text,
-    )
-}
-
-/// `mfc compile --form bandmf`: the BandMF encoder (general or `--toeplitz`, `--bands N|auto`)
-/// for the prefix sum or a momentum workload, rounded, its sensitivity from the stored
-/// coefficients, written and reported.
-fn run_bandmf(
-    args: &Args,
-    workload: &Workload,
-    steps: usize,
-    participation: Participation,
-    blob_options: &BlobOptions,
-    started: Instant,
-) -> Result<(), Box<dyn std::error::Error>> {
-    let bands = match args.bands.as_deref() {
-        None | Some("auto") => {
-            if args.max_bands == 0 {
-                return Err(Error::InvalidOption(
-                    "--max-bands 0: auto needs at least 1 band to try".into(),
-                )
-                .into());
-            }
-            Bands::Auto {
-                max: args.max_bands,
-            }
-        }
-        Some(text) => Bands::Fixed(text.parse().map_err(|_| {
-            Error::InvalidOption(format!(
-                "--bands {text}: expected a number of bands b̂ ≥ 1 or `auto`"
-            ))
-        })?),
-    };
-    if let Bands::Fixed(b) = bands {
-        let most = participation.separation().unwrap_or(steps).min(steps);
-        if b == 0 || b > most {
-            return Err(Error::InvalidOption(format!(
-                "--bands {b}: b̂ must be in 1..={most} ({})",
-                match participation.separation() {
-                    Some(sep) if sep < steps => format!(
-                        "at most the separation b = {sep}, so that one record's columns of the encoder do not overlap"
-                    ),
-                    _ => format!("at most the n = {steps} steps"),
-                }
-            ))
-            .into());
-        }
-    }
-    let kind = if args.toeplitz {
-        BandMfKind::Toeplitz
-    } else {
-        BandMfKind::General
-    };
-    // The general optimizer holds the workload, the decoder and its adjoint as n × n matrices.
-    let general_bytes = 3.0 * 8.0 * (steps as f64).powi(2);
-    let available = mfc_compiler::budget::available_memory();
-    if kind == BandMfKind::General && available.is_some_and(|a| general_bytes > a) && !args.force {
-        return Err(Error::InvalidOption(format!(
-            "--steps {steps}: the general BandMF encoder needs about {:.1} GB of memory (three \
-             n × n matrices); this machine has {:.1} GB available. --toeplitz optimizes a banded \
-             Toeplitz encoder in O(n) memory; --force runs the general one anyway",
-            general_bytes / 1e9,
-            available.unwrap_or(0.0) / 1e9
-        ))
-        .into());
-    }
-    if kind == BandMfKind::Toeplitz
-        && !matches!(workload, Workload::PrefixSum | Workload::Momentum { .. })
-    {
-        // A custom workload's Toeplitz loss goes through its n × n matrix as well.
-        if available.is_some_and(|a| general_bytes > a) && !args.force {
-            return Err(Error::InvalidOption(format!(
-                "--steps {steps}: a BandMF encoder for a custom workload needs about {:.1} GB of \
-                 memory (three n × n matrices); --force runs it anyway",
-                general_bytes / 1e9
-            ))
-            .into());
-        }
-    }
-    let bar = ProgressBar::new_spinner();
-    bar.set_style(ProgressStyle::with_template("{spinner} {elapsed} {msg}")?);
-    let options = BandMfOptions {
-        participation,
-        kind,
-        bands,
-        ..BandMfOptions::default()
-    };
-    let compiled = compile_bandmf(workload, steps, &options, &mut |what, loss| {
-        bar.set_message(format!("n = {steps}: {what}, sqrt(L) = {:.4}", loss.sqrt()));
-        bar.tick();
-    })?;
-    bar.finish_and_clear();
-    let blob = blob::encode_bandmf(&compiled, workload, blob_options)?;
-    let factor = neighbouring_factor(blob_options.neighbouring)?;
-    let prefix = matches!(workload, Workload::PrefixSum);
-    let floats = compiled.bands + 2 * usize::from(prefix);
-    let kind_name = match kind {
-        BandMfKind::General => "general banded",
-        BandMfKind::Toeplitz => "banded Toeplitz",
-    };
-    let statement = PrivacyStatement::new(
-        blob_options,
-        &participation,
-        compiled.sensitivity,
-        compiled.sensitivity_method,
-        &compiled.per_step_variance,
-    )?;
-    let releases = if prefix {
-        "prefix sums S(x + C⁻¹z)"
-    } else {
-        "noised inputs x_t + (C⁻¹z)_t; the optimizer applies the workload A itself"
-    };
-    let fields = serde_json::json!({
-        "workload": args.workload,
-        "form": "bandmf",
-        "kind": kind_name,
-        "steps": steps,
-        "bands": compiled.bands,
-        "tried": compiled.tried,
-        "toeplitz_sqrt_loss": compiled.toeplitz_sqrt_loss.map(|l| factor * l),
-        "releases": releases,
-        "runtime_floats_per_coordinate": floats,
-    });
-    let tried = if matches!(bands, Bands::Auto { .. }) {
-        let tried: Vec<String> = compiled
-            .tried
-            .iter()
-            .map(|(b, l)| format!("{b}: {:.4}", factor * l))
-            .collect();
-        format!(
-            " (auto; banded Toeplitz sqrt(L) by b̂: {})",
-            tried.join(", ")
-        )
-    } else {
-        String::new()
-    };
-    let start = match compiled.toeplitz_sqrt_loss {
-        Some(t) => format!(
-            "  ({:+.2}% against the banded Toeplitz optimum it started from, {:.4})",
-            100.0 * (compiled.sqrt_loss / t - 1.0),
-            factor * t
-        ),
-        None => String::new(),
-    };
-    let text = format!(
-        "workload            {} (n = {steps})\n\
-         participation       {}\n\
-         encoder             BandMF, {kind_name}, b̂ = {} bands{tried}\n\
-         shipped             sqrt(L) = {:.4}{start}\n\
-         {statement}\
-         releases            {releases}\n\
-         runtime memory      {} = {floats}·d floats, for any number of steps\n",
-        workload.label(),
-        statement.participation,
-        compiled.bands,
-        statement.sqrt_loss,
-        if prefix { "(b̂ + 2)·d" } else { "b̂·d" },
-    );
-    write_and_report(
-        args,
-        &blob,
-        blob_options,
-        started,
-        with_statement(fields, &statement)?,
-        &text,
-    )
 }

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# CI for the Python package (compiler/python): format and lints of its crate, a build with
+# pip (maturin as the PEP 517 backend) into a fresh virtualenv, its pytest suite (bit for bit
+# against `mfc simulate`, numpy references, refusals) and its examples, which check their own
+# claims. Reuses the workspace's target directory, so after `cargo test --workspace` only the
+# bindings and pyo3 are compiled.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root="$PWD"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
+
+echo "== python: fmt and clippy of the bindings"
+cargo fmt --manifest-path compiler/python/Cargo.toml --check
+PYO3_PYTHON="$(command -v python3)" cargo clippy --release \
+  --manifest-path compiler/python/Cargo.toml --all-targets -- -D warnings
+
+echo "== python: the mfc binary (the reference the tests compare with)"
+cargo build --release -q -p mfc-compiler --bin mfc
+export MFC_BINARY="$CARGO_TARGET_DIR/release/mfc"
+
+echo "== python: pip install ./compiler/python into a fresh virtualenv"
+venv=$(mktemp -d)
+scratch=$(mktemp -d)
+trap 'rm -rf "$venv" "$scratch"' EXIT
+if ! python3 -m venv "$venv" 2>/dev/null; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+  python3 -m venv "$venv"
+fi
+"$venv/bin/pip" install -q --upgrade pip
+"$venv/bin/pip" install -q "./compiler/python[test]"
+
+echo "== python: pytest"
+# Run from outside the source tree: the installed package is what is tested.
+(cd compiler/python/tests && "$venv/bin/python" -m pytest -q -p no:cacheprovider .)
+
+echo "== python: examples (each checks its own claims)"
+for example in compiler/python/examples/*.py; do
+  "$venv/bin/python" "$example"
+done
+
+echo "== python: the README's Python example"
+sed -n '/^## From Python/,/^## Layout/p' README.md | awk '/^```python/{f=1;next}/^```/{f=0}f' \
+  > "$scratch/readme.py"
+test -s "$scratch/readme.py"
+(cd "$scratch" && "$venv/bin/python" readme.py)

@@ -1,0 +1,34 @@
+"""mfc: differentially private continual release with optimal matrix-factorization mechanisms.
+
+Compile a mechanism (``compile``), ship its blob (``Mechanism.bytes``) and replay it on any host
+(``Stream``) exactly as the ``no_std`` runtime replays it on a device: for the same blob and seed
+the releases are those of ``mfc simulate`` and of the device, bit for bit.
+
+Every ``(epsilon, delta)`` is for one *record* (its input rows, each clipped to the blob's
+``clip_norm``) under the blob's participation schema and neighbouring relation; a mechanism's
+``report`` states both (``privacy_unit``, ``participation``, ``neighbouring``).
+"""
+
+from ._mfc import (
+    BlobError,
+    CompileError,
+    Mechanism,
+    MfcError,
+    Stream,
+    StreamError,
+    calibrate,
+    clip_factor,
+    compile,
+)
+
+__all__ = [
+    "BlobError",
+    "CompileError",
+    "Mechanism",
+    "MfcError",
+    "Stream",
+    "StreamError",
+    "calibrate",
+    "clip_factor",
+    "compile",
+]

@@ -1,0 +1,132 @@
+"""Type stubs of mfc's extension module (PyO3)."""
+
+from os import PathLike
+from typing import Any, Optional, Tuple, Union
+
+import numpy as np
+import numpy.typing as npt
+
+class MfcError(ValueError):
+    """Base class of mfc's errors: the message is the library's own."""
+
+class CompileError(MfcError):
+    """The compiler refused the options (naming the option, the value and the allowed range) or failed."""
+
+class BlobError(MfcError):
+    """A blob is malformed, corrupted (checksum mismatch), of another version or out of range."""
+
+class StreamError(MfcError):
+    """The runtime refused a stream, a step, a checkpoint or a restore; the stream is unchanged."""
+
+class Mechanism:
+    """A compiled mechanism: the .mfc blob a device replays, its report and dense matrices."""
+
+    @staticmethod
+    def from_bytes(data: bytes) -> "Mechanism":
+        """A mechanism from a blob's bytes (checked: checksum, version, every field)."""
+    @staticmethod
+    def load(path: Union[str, "PathLike[str]"]) -> "Mechanism":
+        """A mechanism from an .mfc file."""
+    def save(self, path: Union[str, "PathLike[str]"]) -> None:
+        """Writes the blob to ``path``."""
+    @property
+    def bytes(self) -> bytes:
+        """The blob's bytes, as a device stores them."""
+    @property
+    def report(self) -> dict[str, Any]:
+        """``mfc compile --json``'s report (compiled here) or the blob's header (loaded); both
+        state ``privacy_unit``, ``participation`` and ``neighbouring`` next to (epsilon, delta)."""
+    @property
+    def form(self) -> str:
+        """``banded``, ``blt``, ``fft`` or ``bandmf``."""
+    @property
+    def steps(self) -> int:
+        """The horizon n."""
+    def to_dense(
+        self, workload: Optional[npt.NDArray[np.float64]] = None
+    ) -> Tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """``(B, C)``: decoder and encoder from the stored f32 coefficients, ``B @ C = A``;
+        ``sqrt_loss = sens(C) * ||B||_F``. FFT blobs: B is n x 2n, C is 2n x n. ``workload``
+        (the n x n A) is needed only for a non-prefix blob not compiled in this process."""
+
+class Stream:
+    """A private stream of a mechanism: one release per step, as the device's runtime computes it."""
+
+    def __init__(
+        self,
+        mechanism: Mechanism,
+        dim: int,
+        seed: Union[bytes, str, None] = None,
+        *,
+        shard: Optional[Tuple[int, int]] = None,
+        noise_multiplier: Optional[float] = None,
+    ) -> None:
+        """``seed``: 32 bytes or 64 hex digits (reproducible simulations only), OS entropy when
+        absent. ``shard=(start, end)``: only those coordinates (banded and bandmf blobs)."""
+    def step(
+        self, x: npt.NDArray[np.float32], clip: Optional[float] = None
+    ) -> npt.NDArray[np.float32]:
+        """One row ``(d,)`` -> one release; a batch ``(m, d)`` -> m consecutive releases.
+        ``clip``: the whole row's clip factor (required by a shard). A refused call leaves the
+        stream unchanged. C-contiguous float32 ``x`` is read in place with the GIL released: do
+        not write to it from another thread meanwhile."""
+    def step_examples(self, examples: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+        """One training step from ``(m, d)`` examples, each clipped by itself."""
+    def step_noise(self) -> npt.NDArray[np.float32]:
+        """One step's noise only (banded and fft blobs), for workloads the caller applies."""
+    def checkpoint(self) -> bytes:
+        """The stream's state (banded and bandmf blobs)."""
+    def restore(self, checkpoint: bytes, *, released: int) -> None:
+        """Loads a checkpoint into this fresh stream; refuses one behind ``released``."""
+    @property
+    def steps_released(self) -> int: ...
+    @property
+    def horizon(self) -> int: ...
+    @property
+    def dim(self) -> int: ...
+    @property
+    def row_dim(self) -> int: ...
+    @property
+    def shard(self) -> Optional[Tuple[int, int]]: ...
+    @property
+    def form(self) -> str: ...
+    @property
+    def clip_norm(self) -> float: ...
+
+def compile(
+    *,
+    steps: Optional[int] = None,
+    workload: Union[str, npt.NDArray[np.float64], None] = None,
+    cooldown: Optional[str] = None,
+    epochs: Optional[int] = None,
+    min_sep: Optional[int] = None,
+    every: Optional[int] = None,
+    neighbouring: str = "add-remove",
+    form: str = "banded",
+    stamps: Union[int, str, None] = None,
+    band: int = 4,
+    rank: int = 4,
+    refine: int = 50,
+    gap: float = 1e-6,
+    bands: Union[int, str, None] = None,
+    max_bands: int = 256,
+    toeplitz: bool = False,
+    buffers: int = 4,
+    horizon: Optional[int] = None,
+    clip_norm: float = 1.0,
+    epsilon: Optional[float] = None,
+    delta: Optional[float] = None,
+    noise_multiplier: Optional[float] = None,
+    force: bool = False,
+) -> Mechanism:
+    """``mfc compile`` with its options as keywords (``--min-sep`` is ``min_sep``); ``workload``
+    is ``prefix`` (the default), ``momentum:BETA``, ``npy:PATH`` or the n x n matrix A; a refusal
+    (``CompileError``) names the keyword, the value and what is allowed."""
+
+def calibrate(
+    *, delta: float, epsilon: Optional[float] = None, noise_multiplier: Optional[float] = None
+) -> dict[str, float]:
+    """sigma for (epsilon, delta) or epsilon for (sigma, delta), sensitivity 1, with zCDP rho."""
+
+def clip_factor(row: npt.NDArray[np.float32], clip_norm: float) -> float:
+    """The runtime's clip factor min(1, clip_norm/||row||) of a whole row."""

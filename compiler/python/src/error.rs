@@ -1,0 +1,92 @@
+//! The crate's one error type and the Python exceptions it becomes: every refusal of the
+//! compiler, the blob parser or the runtime reaches Python with the library's own message.
+
+use std::fmt;
+
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::{PyErr, create_exception};
+
+create_exception!(
+    _mfc,
+    MfcError,
+    PyValueError,
+    "Base class of mfc's errors (a ValueError): the message is the library's own."
+);
+create_exception!(
+    _mfc,
+    CompileError,
+    MfcError,
+    "The compiler refused the options or failed (the message names the option, the value and the allowed range)."
+);
+create_exception!(
+    _mfc,
+    BlobError,
+    MfcError,
+    "A blob is malformed, corrupted (checksum mismatch), of another version or out of range."
+);
+create_exception!(
+    _mfc,
+    StreamError,
+    MfcError,
+    "The runtime refused a stream, a step, a checkpoint or a restore; the stream is unchanged."
+);
+
+/// Why a call of the Python package failed.
+#[derive(Debug)]
+pub enum Error {
+    /// The compiler refused or failed.
+    Compiler(mfc_compiler::Error),
+    /// The runtime refused (an invalid blob included).
+    Runtime(mfc_runtime::Error),
+    /// An argument is of the wrong type (e.g. a float64 array where float32 is required).
+    Type(String),
+    /// An argument has the right type but a value the package refuses before the runtime sees it.
+    Value(String),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Compiler(e) => write!(f, "{e}"),
+            Error::Runtime(e) => write!(f, "{e}"),
+            Error::Type(why) | Error::Value(why) => f.write_str(why),
+        }
+    }
+}
+
+impl From<mfc_compiler::Error> for Error {
+    fn from(e: mfc_compiler::Error) -> Self {
+        Error::Compiler(e)
+    }
+}
+
+impl From<mfc_runtime::Error> for Error {
+    fn from(e: mfc_runtime::Error) -> Self {
+        Error::Runtime(e)
+    }
+}
+
+impl From<mfc_formats::Error> for Error {
+    fn from(e: mfc_formats::Error) -> Self {
+        Error::Runtime(mfc_runtime::Error::InvalidBlob(e))
+    }
+}
+
+impl From<Error> for PyErr {
+    fn from(e: Error) -> Self {
+        let message = e.to_string();
+        match e {
+            Error::Compiler(
+                mfc_compiler::Error::Blob(_) | mfc_compiler::Error::BlobFile { .. },
+            )
+            | Error::Runtime(mfc_runtime::Error::InvalidBlob(_)) => BlobError::new_err(message),
+            Error::Compiler(_) => CompileError::new_err(message),
+            Error::Runtime(_) => StreamError::new_err(message),
+            Error::Type(_) => PyTypeError::new_err(message),
+            Error::Value(_) => MfcError::new_err(message),
+        }
+    }
+}
+
+/// Results of this crate.
+pub type Result<T> = std::result::Result<T, Error>;

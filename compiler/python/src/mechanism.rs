@@ -1,0 +1,362 @@
+//! `mfc.compile` and `mfc.Mechanism`: a compiled blob, its report and its dense matrices.
+
+use std::path::PathBuf;
+
+use mfc_compiler::participation::Participation;
+use mfc_compiler::pipeline::{CompileRequest, Event, Schema, compile_request};
+use mfc_compiler::report::{method_description, neighbouring_name, privacy_unit};
+use mfc_compiler::workload::Workload;
+use mfc_formats::{Mechanism as Blob, Validated};
+use numpy::{PyArray2, PyArrayMethods};
+use pyo3::exceptions::PyUserWarning;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyTuple};
+
+use crate::error::{Error, Result};
+use crate::replay::form_name;
+
+/// A compiled mechanism: the `.mfc` blob (what a device replays), its report, and — when it was
+/// compiled here — the workload it was compiled for.
+#[pyclass(module = "mfc", frozen)]
+pub struct Mechanism {
+    blob: Vec<u8>,
+    report: serde_json::Value,
+    workload: Option<(Workload, usize)>,
+}
+
+/// The blob's header as `mfc inspect --json` reports it, with the unit of privacy.
+fn header_report(m: &Validated<'_>, blob_len: usize) -> Result<serde_json::Value> {
+    let h = &m.header;
+    let schema = Participation::from_format(&h.participation)?;
+    let workload = match h.workload {
+        mfc_formats::Workload::PrefixSum => "prefix sum".to_string(),
+        mfc_formats::Workload::Custom { label } => format!("custom ({label})"),
+        _ => "unknown".to_string(),
+    };
+    Ok(serde_json::json!({
+        "form": form_name(m),
+        "blob_bytes": blob_len,
+        "generator": h.generator,
+        "workload": workload,
+        "steps": h.steps,
+        "participation": schema.describe(),
+        "neighbouring": neighbouring_name(h.neighbouring),
+        "privacy_unit": privacy_unit(&schema, h.neighbouring, h.clip_norm),
+        "sensitivity": h.sensitivity.value,
+        "sensitivity_method": method_description(h.sensitivity.method),
+        "sensitivity_exact": h.sensitivity.method.is_exact(),
+        "clip_norm": h.clip_norm,
+        "noise_multiplier": h.calibration.map(|c| c.noise_multiplier),
+        "epsilon": h.calibration.and_then(|c| c.target).map(|t| t.epsilon),
+        "delta": h.calibration.and_then(|c| c.target).map(|t| t.delta),
+        "sqrt_loss": h.error.sqrt_loss,
+        "optimal_sqrt_loss": h.error.optimal_sqrt_loss,
+        "max_step_stddev": h.error.max_step_stddev,
+        "final_step_stddev": h.error.final_step_stddev,
+    }))
+}
+
+impl Mechanism {
+    /// A mechanism of `blob`, checked (checksum, version, every field) as a device checks it.
+    fn parse(
+        blob: Vec<u8>,
+        compiled: Option<(serde_json::Value, Workload, usize)>,
+    ) -> Result<Self> {
+        let header = header_report(&Blob::from_bytes(&blob)?, blob.len())?;
+        let (report, workload) = match compiled {
+            // The compile report, with the header's keys it lacks (form, generator, steps…).
+            Some((mut report, workload, steps)) => {
+                if let (Some(map), serde_json::Value::Object(extra)) =
+                    (report.as_object_mut(), header)
+                {
+                    for (key, value) in extra {
+                        map.entry(key).or_insert(value);
+                    }
+                }
+                (report, Some((workload, steps)))
+            }
+            None => (header, None),
+        };
+        Ok(Self {
+            blob,
+            report,
+            workload,
+        })
+    }
+
+    /// The blob's bytes.
+    pub fn blob(&self) -> &[u8] {
+        &self.blob
+    }
+}
+
+fn to_python<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
+    let text = serde_json::to_string(value).map_err(|e| Error::Value(e.to_string()))?;
+    py.import("json")?.call_method1("loads", (text,))
+}
+
+#[pymethods]
+impl Mechanism {
+    /// A mechanism from a blob's bytes (checked: checksum, version, every field).
+    #[staticmethod]
+    fn from_bytes(data: &[u8]) -> PyResult<Self> {
+        Ok(Self::parse(data.to_vec(), None)?)
+    }
+
+    /// A mechanism from an `.mfc` file.
+    #[staticmethod]
+    fn load(path: PathBuf) -> PyResult<Self> {
+        let blob = std::fs::read(&path).map_err(|e| {
+            Error::Compiler(mfc_compiler::Error::Io(std::io::Error::new(
+                e.kind(),
+                format!("{}: {e}", path.display()),
+            )))
+        })?;
+        Self::parse(blob, None).map_err(|e| match e {
+            Error::Runtime(mfc_runtime::Error::InvalidBlob(error)) => {
+                Error::Compiler(mfc_compiler::Error::BlobFile {
+                    path: path.display().to_string(),
+                    error,
+                })
+                .into()
+            }
+            e => e.into(),
+        })
+    }
+
+    /// Writes the blob to `path`.
+    fn save(&self, path: PathBuf) -> PyResult<()> {
+        std::fs::write(&path, &self.blob).map_err(|e| {
+            Error::Compiler(mfc_compiler::Error::Io(std::io::Error::new(
+                e.kind(),
+                format!("{}: {e}", path.display()),
+            )))
+            .into()
+        })
+    }
+
+    /// The blob's bytes, as a device stores them.
+    #[getter]
+    fn bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.blob)
+    }
+
+    /// The report: `mfc compile --json`'s for a compiled mechanism, else the blob's header as
+    /// `mfc inspect --json` gives it. Either states the unit of privacy (`privacy_unit`), the
+    /// participation schema and the neighbouring relation next to `(epsilon, delta)`.
+    #[getter]
+    fn report<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_python(py, &self.report)
+    }
+
+    /// The decoder form: `banded`, `blt`, `fft` or `bandmf`.
+    #[getter]
+    fn form(&self) -> PyResult<&'static str> {
+        Ok(form_name(
+            &Blob::from_bytes(&self.blob).map_err(Error::from)?,
+        ))
+    }
+
+    /// The horizon `n`.
+    #[getter]
+    fn steps(&self) -> PyResult<u32> {
+        Ok(Blob::from_bytes(&self.blob)
+            .map_err(Error::from)?
+            .header
+            .steps)
+    }
+
+    /// `(B, C)`: the decoder `B̂` and the encoder `Ĉ` as float64 arrays, from the `f32`
+    /// coefficients the blob stores, with `B̂ Ĉ = A`. `√L = sens(Ĉ)·‖B̂‖_F`, and the
+    /// sensitivity under the blob's participation schema is a function of `Ĉ` (single
+    /// participation: its largest column norm). FFT blobs: `B̂` is `n × 2n`, `Ĉ` `2n × n`.
+    /// `workload`: the `n × n` matrix `A`, needed only for a blob of a workload other than the
+    /// prefix sum that was not compiled in this process.
+    #[pyo3(signature = (workload=None))]
+    fn to_dense<'py>(
+        &self,
+        py: Python<'py>,
+        workload: Option<numpy::PyReadonlyArray2<'py, f64>>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let given = workload.map(|w| {
+            let w = w.as_array();
+            faer::Mat::from_fn(w.nrows(), w.ncols(), |i, j| w[(i, j)])
+        });
+        let compiled = match (&given, &self.workload) {
+            (None, Some((w, steps))) if !matches!(w, Workload::PrefixSum) => {
+                Some(w.matrix(*steps).map_err(Error::from)?)
+            }
+            _ => None,
+        };
+        let blob = &self.blob;
+        let (b, c) = py.detach(|| {
+            let m = Blob::from_bytes(blob)?;
+            crate::dense::to_dense(&m, given.as_ref().or(compiled.as_ref()))
+        })?;
+        let array = |m: &faer::Mat<f64>| {
+            let rows: Vec<Vec<f64>> = (0..m.nrows())
+                .map(|i| (0..m.ncols()).map(|j| m[(i, j)]).collect())
+                .collect();
+            PyArray2::from_vec2(py, &rows).map_err(|e| PyErr::from(Error::Value(e.to_string())))
+        };
+        let (b, c) = (array(&b)?, array(&c)?);
+        PyTuple::new(py, [b.into_any(), c.into_any()])
+    }
+
+    fn __repr__(&self) -> String {
+        let get = |key: &str| self.report.get(key).cloned().unwrap_or_default();
+        format!(
+            "Mechanism(form={}, steps={}, sqrt_loss={}, sensitivity={}, blob_bytes={})",
+            get("form"),
+            get("steps"),
+            get("sqrt_loss"),
+            get("sensitivity"),
+            self.blob.len()
+        )
+    }
+}
+
+/// `why` with the CLI's option names (`--min-sep`) spelled as this function's keywords
+/// (`min_sep`): a refusal names the keyword the caller passed.
+fn keyword_names(why: &str) -> String {
+    let mut out = String::with_capacity(why.len());
+    let mut rest = why;
+    while let Some(at) = rest.find("--") {
+        out.push_str(&rest[..at]);
+        let name = &rest[at + 2..];
+        let len = name
+            .find(|c: char| !(c.is_ascii_lowercase() || c == '-'))
+            .unwrap_or(name.len());
+        if len == 0 {
+            out.push_str("--");
+        } else {
+            out.push_str(&name[..len].replace('-', "_"));
+        }
+        rest = &name[len..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A value given as a number or a string (`stamps=4` or `stamps="auto"`).
+fn text(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
+    value.map(|v| Ok(v.str()?.to_string())).transpose()
+}
+
+/// Optimizes, compresses and calibrates a mechanism: `mfc compile` with its options as keyword
+/// arguments (`workload` may also be the `n × n` lower-triangular float64 matrix `A` itself) (`--min-sep` is `min_sep`; see `mfc compile --help`), whose refusals name the
+/// keyword, the value and what is allowed. Releases the GIL while it runs; the dense compile's
+/// estimated memory and time arrive as a `UserWarning`.
+#[pyfunction]
+#[pyo3(signature = (
+    *, steps=None, workload=None, cooldown=None, epochs=None, min_sep=None, every=None,
+    neighbouring="add-remove", form="banded", stamps=None, band=4, rank=4, refine=50, gap=1e-6,
+    bands=None, max_bands=256, toeplitz=false, buffers=4, horizon=None, clip_norm=1.0,
+    epsilon=None, delta=None, noise_multiplier=None, force=false
+))]
+#[allow(clippy::too_many_arguments)] // the CLI's options, one keyword each
+pub fn compile(
+    py: Python<'_>,
+    steps: Option<usize>,
+    workload: Option<Bound<'_, PyAny>>,
+    cooldown: Option<String>,
+    epochs: Option<usize>,
+    min_sep: Option<usize>,
+    every: Option<usize>,
+    neighbouring: &str,
+    form: &str,
+    stamps: Option<Bound<'_, PyAny>>,
+    band: usize,
+    rank: usize,
+    refine: usize,
+    gap: f64,
+    bands: Option<Bound<'_, PyAny>>,
+    max_bands: usize,
+    toeplitz: bool,
+    buffers: usize,
+    horizon: Option<usize>,
+    clip_norm: f64,
+    epsilon: Option<f64>,
+    delta: Option<f64>,
+    noise_multiplier: Option<f64>,
+    force: bool,
+) -> PyResult<Mechanism> {
+    // A string names a workload as the CLI does; an array is A itself.
+    let (spec, matrix) = match workload {
+        None => ("prefix".to_string(), None),
+        Some(w) => match w.extract::<String>() {
+            Ok(spec) => (spec, None),
+            Err(_) => {
+                let a = w.cast::<numpy::PyArray2<f64>>().map_err(|_| {
+                    Error::Type(format!(
+                        "workload: expected `prefix`, `momentum:BETA`, `npy:PATH` or a 2-D float64 \
+                         numpy array, got {}",
+                        w.getattr("dtype")
+                            .map(|d| format!("an array of {d}"))
+                            .unwrap_or_else(|_| w.get_type().to_string())
+                    ))
+                })?;
+                let a = a.readonly();
+                let a = a.as_array();
+                let label = format!("numpy array {}×{}", a.nrows(), a.ncols());
+                (
+                    label,
+                    Some(faer::Mat::from_fn(a.nrows(), a.ncols(), |i, j| a[(i, j)])),
+                )
+            }
+        },
+    };
+    let request = CompileRequest {
+        workload: spec,
+        matrix,
+        cooldown,
+        schema: Schema {
+            epochs,
+            min_sep,
+            every,
+            neighbouring: neighbouring.to_string(),
+        },
+        stamps: text(stamps.as_ref())?.unwrap_or_else(|| "1".into()),
+        steps,
+        form: form.to_string(),
+        bands: text(bands.as_ref())?,
+        max_bands,
+        toeplitz,
+        buffers,
+        horizon,
+        band,
+        rank,
+        refine,
+        gap,
+        clip_norm,
+        epsilon,
+        delta,
+        noise_multiplier,
+        force,
+    };
+    let (compiled, warnings) = py.detach(|| {
+        let mut warnings = Vec::new();
+        let compiled = compile_request(&request, &mut |event| {
+            if let Event::Warning(line) = event {
+                warnings.push(line);
+            }
+        });
+        (compiled, warnings)
+    });
+    for line in warnings {
+        let category = py.get_type::<PyUserWarning>();
+        let message = std::ffi::CString::new(line).unwrap_or_default();
+        PyErr::warn(py, &category, &message, 1)?;
+    }
+    let compiled = compiled.map_err(|e| match e {
+        mfc_compiler::Error::InvalidOption(why) => {
+            Error::Compiler(mfc_compiler::Error::InvalidOption(keyword_names(&why)))
+        }
+        e => Error::Compiler(e),
+    })?;
+    let report = compiled.json(None);
+    Ok(Mechanism::parse(
+        compiled.blob,
+        Some((report, compiled.workload, compiled.steps)),
+    )?)
+}

@@ -1,0 +1,120 @@
+//! [`OwnedReplay`]: a [`Replay`] that owns its blob and workspace, as a Python object must.
+//!
+//! The runtime's streams borrow both (`'m`, `'w`) so that a device can replay a blob from flash
+//! with a static workspace and no allocator. Here both live on the heap, leaked into raw
+//! pointers for the stream's lifetime and freed after it; this module holds the package's only
+//! `unsafe` code, each block with its argument.
+
+use core::mem::ManuallyDrop;
+use core::ops::Range;
+use core::ptr::NonNull;
+
+use mfc_formats::Mechanism;
+use mfc_runtime::{BlobFingerprint, ChaChaNoise};
+
+use crate::error::Result;
+use crate::replay::{Replay, workspace_len};
+
+/// The heap buffers a stream borrows, freed when this is dropped.
+struct Buffers {
+    blob: NonNull<[u8]>,
+    workspace: NonNull<[f32]>,
+}
+
+impl Drop for Buffers {
+    fn drop(&mut self) {
+        // Safety: both pointers come from `Box::leak` in `OwnedReplay::open` and are freed only
+        // here, once; every borrow of them (the stream, the fingerprint) has been dropped before
+        // (`OwnedReplay::drop` drops the stream first, the fingerprint holds no drop glue, and on
+        // a failed `open` nothing borrowing them survives).
+        unsafe {
+            drop(Box::from_raw(self.blob.as_ptr()));
+            drop(Box::from_raw(self.workspace.as_ptr()));
+        }
+    }
+}
+
+/// A stream of any form with its own copy of the blob and its own workspace.
+pub struct OwnedReplay {
+    replay: ManuallyDrop<Replay<'static>>,
+    fingerprint: Option<BlobFingerprint<'static>>,
+    #[allow(dead_code)] // held for its `Drop`: it frees what the stream borrows
+    buffers: Buffers,
+}
+
+// Safety: the stream, the fingerprint and the buffers they borrow are owned by this value alone
+// (nothing else holds the pointers), and the runtime's streams are plain data (`ChaChaNoise`,
+// slices): moving the whole to another thread, or sharing `&OwnedReplay` (whose methods only
+// read), is as safe as for the runtime's own `Send + Sync` streams over owned buffers.
+unsafe impl Send for OwnedReplay {}
+// Safety: see `Send`; `&self` methods only read.
+unsafe impl Sync for OwnedReplay {}
+
+impl OwnedReplay {
+    /// Copies `blob`, parses it, allocates the workspace and opens the stream
+    /// ([`Replay::open`]).
+    pub fn open(
+        blob: &[u8],
+        row_dim: usize,
+        shard: Option<Range<usize>>,
+        noise: ChaChaNoise,
+        noise_multiplier: Option<f64>,
+    ) -> Result<Self> {
+        let dim = shard.as_ref().map_or(row_dim, Range::len);
+        let needed = workspace_len(&Mechanism::from_bytes(blob)?, dim)?;
+        let buffers = Buffers {
+            blob: NonNull::from(Box::leak(blob.to_vec().into_boxed_slice())),
+            workspace: NonNull::from(Box::leak(vec![0.0f32; needed].into_boxed_slice())),
+        };
+        // Safety: the blob is never written and lives until `buffers` is dropped, after every
+        // borrow made here (see `Drop for OwnedReplay`); `'static` is never handed out.
+        let blob: &'static [u8] = unsafe { buffers.blob.as_ref() };
+        // Safety: as for the blob; this is the only reference ever made to the workspace.
+        let workspace: &'static mut [f32] = unsafe { &mut *buffers.workspace.as_ptr() };
+        let mechanism = Mechanism::from_bytes(blob)?;
+        let fingerprint = BlobFingerprint::load(blob).ok().map(|(_, f)| f);
+        let replay = Replay::open(
+            mechanism,
+            row_dim,
+            shard,
+            workspace,
+            noise,
+            noise_multiplier,
+        )?;
+        Ok(Self {
+            replay: ManuallyDrop::new(replay),
+            fingerprint,
+            buffers,
+        })
+    }
+
+    /// The stream, for the duration of `f`.
+    pub fn with<R>(&mut self, f: impl FnOnce(&mut Replay<'_>) -> R) -> R {
+        f(&mut self.replay)
+    }
+
+    /// The stream and the blob's fingerprint (banded and BandMF blobs), for the duration of `f`.
+    pub fn with_fingerprint<R>(
+        &mut self,
+        f: impl FnOnce(&mut Replay<'_>, Option<&BlobFingerprint<'_>>) -> R,
+    ) -> R {
+        f(&mut self.replay, self.fingerprint.as_ref())
+    }
+
+    /// The stream, read only.
+    pub fn get(&self) -> &Replay<'_> {
+        &self.replay
+    }
+
+    /// The blob's fingerprint for checkpoints (banded and BandMF blobs only).
+    pub fn fingerprint(&self) -> Option<&BlobFingerprint<'_>> {
+        self.fingerprint.as_ref()
+    }
+}
+
+impl Drop for OwnedReplay {
+    fn drop(&mut self) {
+        // Safety: dropped once, here; `buffers`, which it borrows, is dropped after this body.
+        unsafe { ManuallyDrop::drop(&mut self.replay) }
+    }
+}

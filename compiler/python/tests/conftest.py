@@ -1,0 +1,58 @@
+"""Shared fixtures: one small mechanism of every form, compiled once per session, and the `mfc`
+binary (for the bit-for-bit comparison with `mfc simulate`)."""
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import mfc
+
+REPO = Path(__file__).resolve().parents[3]
+
+# Small mechanisms of every form, with their compile options (the CLI's, as keywords).
+FORMS = {
+    "banded": dict(steps=24, band=3, rank=2, epsilon=2.0, delta=1e-6),
+    "banded-momentum": dict(
+        steps=24, workload="momentum:0.9", band=3, rank=2, epsilon=2.0, delta=1e-6
+    ),
+    "banded-every": dict(steps=24, band=3, rank=2, epochs=3, every=8, epsilon=2.0, delta=1e-6),
+    "blt": dict(steps=24, form="blt", buffers=2, epsilon=2.0, delta=1e-6),
+    "fft": dict(steps=24, form="fft", stamps=2, epsilon=2.0, delta=1e-6),
+    "fft-optimal": dict(steps=24, form="fft-optimal", epsilon=2.0, delta=1e-6),
+    "bandmf": dict(steps=24, form="bandmf", bands=3, epsilon=2.0, delta=1e-6),
+    "bandmf-toeplitz-minsep": dict(
+        steps=24, form="bandmf", bands=4, toeplitz=True, epochs=3, min_sep=6,
+        neighbouring="replace-one", epsilon=2.0, delta=1e-6,
+    ),
+    "bandmf-momentum": dict(
+        steps=24, form="bandmf", bands=2, workload="momentum:0.9", epsilon=2.0, delta=1e-6
+    ),
+}
+
+
+@pytest.fixture(scope="session")
+def mechanisms():
+    return {name: mfc.compile(**options) for name, options in FORMS.items()}
+
+
+@pytest.fixture(scope="session")
+def mfc_binary():
+    """The CLI, built by the workspace (`cargo build --release`), or MFC_BINARY."""
+    given = os.environ.get("MFC_BINARY")
+    if given:
+        return given
+    target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
+    binary = target / "release" / "mfc"
+    if not binary.exists():
+        cargo = shutil.which("cargo")
+        if cargo is None:
+            pytest.fail("the mfc binary is needed (set MFC_BINARY or install cargo)")
+        subprocess.run(
+            [cargo, "build", "--release", "-q", "-p", "mfc-compiler", "--bin", "mfc"],
+            cwd=REPO,
+            check=True,
+        )
+    return str(binary)

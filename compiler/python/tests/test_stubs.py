@@ -1,0 +1,54 @@
+"""The type stubs (`mfc/_mfc.pyi`) list exactly the extension module's public names, classes'
+members included, and every public name has a docstring."""
+
+import ast
+import inspect
+from pathlib import Path
+
+import mfc
+from mfc import _mfc
+
+
+def stub_names():
+    path = Path(mfc.__file__).with_name("_mfc.pyi")
+    tree = ast.parse(path.read_text())
+    names = {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            names[node.name] = {
+                item.name
+                for item in node.body
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and not item.name.startswith("_")
+            }
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names[node.name] = None
+    return names
+
+
+def public(obj):
+    return {n for n in dir(obj) if not n.startswith("_")}
+
+
+def test_stubs_match_the_module():
+    stubs = stub_names()
+    module = public(_mfc)
+    assert set(stubs) == module, set(stubs) ^ module
+    for name, members in stubs.items():
+        obj = getattr(_mfc, name)
+        if members is None:
+            continue
+        if issubclass(obj, Exception):
+            assert members == set(), name
+            continue
+        assert members == public(obj), (name, members ^ public(obj))
+    assert set(mfc.__all__) == module
+
+
+def test_every_public_name_has_a_docstring():
+    for name in public(_mfc):
+        obj = getattr(_mfc, name)
+        assert inspect.getdoc(obj), name
+        if inspect.isclass(obj) and not issubclass(obj, Exception):
+            for member in public(obj):
+                assert inspect.getdoc(getattr(obj, member)), f"{name}.{member}"
