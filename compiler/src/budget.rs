@@ -8,8 +8,8 @@
 //! optimum dominates); both constants were measured on the repository's 2-core machine
 //! (BENCHMARKS.md, "Honest limits"), so the time is a rough guide elsewhere, while the memory,
 //! a count of matrices, holds on any machine. The multi-epoch optimizer (fixed epoch order)
-//! runs more iterations: [`Estimate::seconds`] scales by its measured factor. Min-separation's
-//! banded optimizer is not modelled separately.
+//! holds more matrices on its block and runs longer: [`Estimate`] uses its own measured
+//! constants for the block. Min-separation's banded optimizer is not modelled separately.
 
 use crate::participation::Participation;
 
@@ -24,9 +24,17 @@ pub const BASE_BYTES: f64 = 64.0 * 1024.0 * 1024.0;
 /// it is quiet (the certified optimum alone: 155 s at n = 4096, 2.3e-9·n³).
 pub const SECONDS_PER_CUBE: f64 = 2.5e-9;
 
-/// How much longer than a single-participation compile the fixed-epoch optimizer takes for the
-/// same `n` (first-order L-BFGS: 482 s at n = 2000, (20, 100), against about 20 s).
-pub const FIXED_EPOCH_FACTOR: f64 = 25.0;
+/// How much longer than a single-participation compile the fixed-epoch optimizer (Newton's
+/// method on the dual) takes on the same block: its slowest measured case, the StackOverflow
+/// setting (momentum with a cooldown, n = 2052, (6, 342)), took 193 s of CPU for the whole
+/// compile, against 22 s of quiet wall clock for a single-participation optimum of that size
+/// (BENCHMARKS.md; the prefix sum at n = 2000, (20, 100), takes about a fifth of that).
+pub const FIXED_EPOCH_FACTOR: f64 = 6.0;
+
+/// `m × m` `f64` matrices alive at the fixed-epoch optimizer's peak on a block of `m` steps:
+/// `cargo bench --bench multi_epoch -- 2000` (n = 2000, (20, 100), the workload and its copy
+/// included) peaked at 612 428 kB resident (BENCHMARKS.md), 17.5 matrices of 32 MB over the base.
+pub const FIXED_EPOCH_MATRICES: f64 = 18.0;
 
 /// The estimated cost of a dense compile.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -44,18 +52,18 @@ pub struct Estimate {
 pub fn estimate(steps: usize, block: usize, participation: &Participation) -> Estimate {
     let n = steps as f64;
     let m = block.min(steps) as f64;
-    let factor = match participation {
+    let (factor, matrices) = match participation {
         Participation::FixedEpochOrder { separation, .. } if *separation < block => {
-            FIXED_EPOCH_FACTOR
+            (FIXED_EPOCH_FACTOR, FIXED_EPOCH_MATRICES)
         }
-        _ => 1.0,
+        _ => (1.0, 0.0),
     };
     // The optimum is O(m³); the factorization, fit and sensitivity of the whole mechanism are
     // a few O(n³) products (about a quarter of a single-participation compile of n steps).
     let seconds = SECONDS_PER_CUBE * (factor * m * m * m + 0.25 * n * n * n);
     Estimate {
         steps,
-        bytes: BASE_BYTES + MATRICES_AT_PEAK * 8.0 * n * n,
+        bytes: BASE_BYTES + 8.0 * (MATRICES_AT_PEAK * n * n).max(matrices * m * m),
         seconds,
     }
 }
@@ -101,7 +109,14 @@ mod tests {
             2000,
             &Participation::fixed_epoch_order(20, 100).unwrap(),
         );
-        assert!(fixed.seconds > large.seconds);
+        assert!(fixed.seconds > large.seconds && fixed.bytes > large.bytes);
+        // Stamped to blocks of a quarter, the optimizer's block no longer sets the peak.
+        let stamped_fixed = estimate(
+            2000,
+            500,
+            &Participation::fixed_epoch_order(5, 100).unwrap(),
+        );
+        assert!(stamped_fixed.bytes == large.bytes);
     }
 
     #[test]

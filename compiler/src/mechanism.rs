@@ -100,16 +100,14 @@ fn shipped(
 
 /// Whether the dual bound of [`optimal_gram`]'s optimum (for a block of `block` steps) is a lower
 /// bound on the loss of every factorization in the optimized class under `participation`: for
-/// single participation always (003 Thm 3.2); for fixed epoch order when the block holds one
-/// participation at most (`b ≥ block`) or when `k ≥ ⌈block/b⌉` (the multi-epoch optimizer
-/// constrains every residue class mod `b` to sum to 1, which is the `(k, b)` constraint only
-/// when a record may take part in every member of its class); never for min-separation.
-pub fn certificate_holds(participation: &Participation, block: usize) -> bool {
+/// single participation always (003 Thm 3.2); for fixed epoch order always, for any `k` (the
+/// multi-epoch optimizer constrains every window of `k` consecutive steps `b` apart, and its
+/// bound maximizes over the sets of steps at least `k` apart in class positions:
+/// [`crate::multi_epoch`]); never for min-separation (the banded optimizer has no dual). The
+/// answer no longer depends on `block`, kept for the callers.
+pub fn certificate_holds(participation: &Participation, _block: usize) -> bool {
     match *participation {
-        Participation::Single => true,
-        Participation::FixedEpochOrder { epochs, separation } => {
-            separation >= block || epochs >= block.div_ceil(separation)
-        }
+        Participation::Single | Participation::FixedEpochOrder { .. } => true,
         Participation::MinSeparation { .. } => false,
     }
 }
@@ -142,8 +140,14 @@ pub fn optimal_gram(
     let head = a.submatrix(0, 0, block, block).to_owned();
     // A block shorter than the separation holds one participation at most.
     let optimum = match options.participation {
-        Participation::FixedEpochOrder { separation, .. } if separation < block => {
-            optimize_multi_epoch(head.as_ref(), separation, &options.multi_epoch, progress)?
+        Participation::FixedEpochOrder { epochs, separation } if separation < block => {
+            optimize_multi_epoch(
+                head.as_ref(),
+                epochs,
+                separation,
+                &options.multi_epoch,
+                progress,
+            )?
         }
         Participation::MinSeparation { min_separation, .. } if min_separation < block => {
             optimize_min_separation(
