@@ -194,13 +194,9 @@ fn optimum_row(
                 (*min_separation).min(n)
             )
         }
-        _ if certificate_holds(participation, n) => {
-            progress("optimal factorization");
-            "optimal (dense B), certified".into()
-        }
         _ => {
             progress("optimal factorization");
-            "dense B optimized for k = ⌈n/b⌉ (not certified for this k)".into()
+            "optimal (dense B), certified".into()
         }
     };
     let (_, x) = optimal_gram(a, compile_options, &mut |_: &Progress| {})?;
@@ -276,8 +272,8 @@ fn compare_add_remove(
         )?),
         _ => None,
     };
-    // The floor holds only where the fixed-epoch certificate does.
-    if let Some(fixed) = fixed.filter(|f| certificate_holds(f, n)) {
+    // The floor holds where the fixed-epoch certificate does (every k since issue 18).
+    if let Some(fixed) = fixed.filter(certificate_holds) {
         let (max_participations, min_separation) =
             (fixed.max_participations(), fixed.separation().unwrap_or(n));
         progress("the certified fixed-epoch optimum (a floor)");

@@ -98,14 +98,13 @@ fn shipped(
     ))
 }
 
-/// Whether the dual bound of [`optimal_gram`]'s optimum (for a block of `block` steps) is a lower
-/// bound on the loss of every factorization in the optimized class under `participation`: for
-/// single participation always (003 Thm 3.2); for fixed epoch order always, for any `k` (the
-/// multi-epoch optimizer constrains every window of `k` consecutive steps `b` apart, and its
-/// bound maximizes over the sets of steps at least `k` apart in class positions:
-/// [`crate::multi_epoch`]); never for min-separation (the banded optimizer has no dual). The
-/// answer no longer depends on `block`, kept for the callers.
-pub fn certificate_holds(participation: &Participation, _block: usize) -> bool {
+/// Whether the dual bound of [`optimal_gram`]'s optimum is a lower bound on the loss of every
+/// factorization in the optimized class under `participation`: for single participation always
+/// (003 Thm 3.2); for fixed epoch order always, for any `k` (the multi-epoch optimizer constrains
+/// every window of `k` consecutive steps `b` apart, and its bound maximizes over the sets of
+/// steps at least `k` apart in class positions: [`crate::multi_epoch`]); never for
+/// min-separation (the banded optimizer has no dual).
+pub fn certificate_holds(participation: &Participation) -> bool {
     match *participation {
         Participation::Single | Participation::FixedEpochOrder { .. } => true,
         Participation::MinSeparation { .. } => false,
