@@ -16,10 +16,13 @@
 //! its compensation, for any number of steps; the accumulator stays exact to a couple of ulps
 //! however long the stream runs. The stream stops at the blob's `steps`, the horizon its
 //! sensitivity was computed for. [`BltStream::step_examples`] clips a step's examples one by
-//! one, as [`Stream::step_examples`](crate::Stream::step_examples) does.
+//! one, as [`Stream::step_examples`](crate::Stream::step_examples) does. A device resumes it
+//! after a reboot with [`BltStream::checkpoint`] and [`BltStream::restore`] ([`crate::checkpoint`]:
+//! the buffers, the sum and its compensation, and `min(d, 8)` noise values to check the key).
 
 use mfc_formats::{Blt, Decoder, Mechanism, Validated, Workload};
 
+use crate::checkpoint::KEY_CHECK;
 use crate::clip::clip_factor_with_largest;
 use crate::noise::{MAX_COORDINATES, NoiseSource};
 use crate::stream::{
@@ -40,6 +43,10 @@ pub struct BltStream<'m, 'w, N: NoiseSource> {
     sum: &'w mut [f32],
     /// What rounding took from `sum` ([`crate::sum`]).
     compensation: &'w mut [f32],
+    /// The first [`KEY_CHECK`] coordinates of the last noise row `z_{t−1}` (fewer if `d` is):
+    /// what a checkpoint carries so that restore can check the key ([`crate::checkpoint`]), since
+    /// the buffers mix every past row and no row can be read back from them.
+    newest: [f32; KEY_CHECK],
     step: u32,
     noise: N,
 }
@@ -101,6 +108,7 @@ impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
             buffers,
             sum,
             compensation,
+            newest: [0.0; KEY_CHECK],
             step: 0,
             noise,
         })
@@ -137,6 +145,9 @@ impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
         let d = self.dim;
         for (c, out) in release.iter_mut().enumerate() {
             let z = *out;
+            if let Some(tag) = self.newest.get_mut(c) {
+                *tag = z;
+            }
             let mut w = z;
             for (j, (theta, omega)) in self
                 .decoder
@@ -177,5 +188,53 @@ impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
     /// The dimension `d`.
     pub fn dim(&self) -> usize {
         self.dim
+    }
+
+    /// The clip norm `ζ`, as the stream applies it (`f32`).
+    pub fn clip_norm(&self) -> f32 {
+        self.clip_norm
+    }
+}
+
+/// The raw state, for [`checkpoint`](crate::checkpoint) only.
+impl<'m, N: NoiseSource> BltStream<'m, '_, N> {
+    pub(crate) fn decoder(&self) -> &Blt<'m> {
+        &self.decoder
+    }
+
+    /// `σ·ζ·sens`, as the stream applies it (`f32`).
+    pub(crate) fn noise_scale(&self) -> f32 {
+        self.noise_scale
+    }
+
+    /// The `m·d` buffers, the running sum, its compensation and the first
+    /// `min(d, KEY_CHECK)` coordinates of the last noise row, as the four parts of a
+    /// checkpoint's state.
+    pub(crate) fn state(&self) -> [&[f32]; 4] {
+        let tag = self.dim.min(KEY_CHECK);
+        [
+            self.buffers,
+            self.sum,
+            self.compensation,
+            self.newest.get(..tag).unwrap_or(&[]),
+        ]
+    }
+
+    /// The step and the state of [`state`](Self::state), to restore.
+    pub(crate) fn state_mut(&mut self) -> (&mut u32, [&mut [f32]; 4]) {
+        let tag = self.dim.min(KEY_CHECK);
+        (
+            &mut self.step,
+            [
+                self.buffers,
+                self.sum,
+                self.compensation,
+                self.newest.get_mut(..tag).unwrap_or(&mut []),
+            ],
+        )
+    }
+
+    pub(crate) fn noise_mut(&mut self) -> &mut N {
+        &mut self.noise
     }
 }

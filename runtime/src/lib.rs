@@ -86,6 +86,7 @@ pub mod parallel;
 #[cfg(feature = "parallel")]
 pub mod prefetch;
 pub mod privacy;
+pub mod replay;
 pub mod stream;
 mod sum;
 mod ziggurat;
@@ -101,4 +102,5 @@ pub use mfc_formats::{Mechanism, Validated};
 #[cfg(feature = "insecure-simulation")]
 pub use noise::InsecureSimulationNoise;
 pub use noise::{ChaChaNoise, NoiseSource};
+pub use replay::Replay;
 pub use stream::{Stream, Workspace};
