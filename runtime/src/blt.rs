@@ -15,7 +15,10 @@
 //! The workspace is `(m + 2)·d` floats: the buffers and the accumulator of inputs and noise with
 //! its compensation, for any number of steps; the accumulator stays exact to a couple of ulps
 //! however long the stream runs. The stream stops at the blob's `steps`, the horizon its
-//! sensitivity was computed for. [`BltStream::step_examples`] clips a step's examples one by
+//! sensitivity was computed for — unless the blob's sensitivity holds for every horizon
+//! (`SensitivityMethod::BltTailBound`, `mfc compile --form blt --horizon unbounded`): then it
+//! runs until its `u32` step counter is exhausted (4 294 967 295 steps, 136 years at one step a
+//! second) and refuses the next step ([`Error::StreamFinished`]) rather than reuse a noise row. [`BltStream::step_examples`] clips a step's examples one by
 //! one, as [`Stream::step_examples`](crate::Stream::step_examples) does. A device resumes it
 //! after a reboot with [`BltStream::checkpoint`] and [`BltStream::restore`] ([`crate::checkpoint`]:
 //! the buffers, the sum and its compensation, and `min(d, 8)` noise values to check the key).
@@ -55,6 +58,17 @@ fn blt<'m>(mechanism: &Mechanism<'m>) -> Result<Blt<'m>, Error> {
     match mechanism.decoder {
         Decoder::Blt(d) => Ok(d),
         _ => Err(Error::UnsupportedDecoder),
+    }
+}
+
+/// The steps a BLT stream releases: the blob's `steps`, or for a sensitivity valid for every
+/// horizon (`SensitivityMethod::BltTailBound`) `u32::MAX`, the step counter's own limit — the
+/// stream never stops earlier, and refuses the step after it rather than reuse a noise row.
+pub(crate) fn horizon(mechanism: &Mechanism<'_>) -> u32 {
+    if mechanism.header.sensitivity.method.covers_every_horizon() {
+        u32::MAX
+    } else {
+        mechanism.header.steps
     }
 }
 
@@ -101,7 +115,7 @@ impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
         let (sum, compensation) = rest.split_at_mut(dim);
         Ok(Self {
             decoder,
-            horizon: h.steps,
+            horizon: horizon(&mechanism),
             dim,
             clip_norm: scales.clip_norm,
             noise_scale: scales.noise,
@@ -180,7 +194,8 @@ impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
         self.step
     }
 
-    /// The horizon the blob's sensitivity covers.
+    /// The horizon the blob's sensitivity covers: its `steps`, or `u32::MAX` (the step
+    /// counter's limit) for a blob whose sensitivity holds for every horizon.
     pub fn horizon(&self) -> u32 {
         self.horizon
     }

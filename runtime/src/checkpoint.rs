@@ -291,7 +291,11 @@ impl<'m> BlobFingerprint<'m> {
         let fingerprint = Self {
             crc32,
             decoder,
-            steps: mechanism.header.steps,
+            // The horizon the stream stops at (for a BLT valid for every horizon, u32::MAX).
+            steps: match decoder {
+                Decoder::Blt(_) => crate::blt::horizon(&mechanism),
+                _ => mechanism.header.steps,
+            },
             clip_norm: crate::stream::clip_norm(&mechanism)?,
         };
         Ok((mechanism, fingerprint))
