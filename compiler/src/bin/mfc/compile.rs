@@ -18,7 +18,9 @@ use mfc_compiler::optimize::{OptimizeOptions, Progress};
 use mfc_compiler::participation::Participation;
 use mfc_compiler::report::{CompileReport, PrivacyStatement};
 use mfc_compiler::stamp::choose_stamps;
-use mfc_compiler::toeplitz::{compile_blt, optimize_blt};
+use mfc_compiler::toeplitz::{
+    CompiledBlt, compile_blt, compile_blt_unbounded, horizon_error, optimize_blt,
+};
 use mfc_compiler::workload::{self, Schedule, Workload};
 use mfc_formats::{Calibration, PrivacyTarget};
 
@@ -70,9 +72,10 @@ pub struct Args {
     #[arg(long, default_value_t = 4)]
     buffers: usize,
     /// BLT: the horizon the sensitivity covers and the runtime stops at (default: --steps, the
-    /// horizon the parameters are optimized for).
-    #[arg(long)]
-    horizon: Option<usize>,
+    /// horizon the parameters are optimized for), or `unbounded`: a sensitivity bound valid for
+    /// every horizon (single participation; the runtime never stops on its own account).
+    #[arg(long, value_name = "N|unbounded")]
+    horizon: Option<String>,
     /// h: diagonals of the decoder kept exactly (≥ 1).
     #[arg(long, default_value_t = 4)]
     band: usize,
@@ -215,21 +218,9 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let calibration = calibration(&args)?;
     let (workload, steps) = parse_workload(&args.workload, args.steps, args.cooldown.as_deref())?;
     // The steps the sensitivity covers: a BLT blob's horizon may exceed its design steps.
-    let covered = match args.horizon {
-        Some(horizon) if args.form != "blt" => {
-            return Err(Error::InvalidOption(format!(
-                "--horizon {horizon}: only the blt form has a horizon beyond --steps"
-            ))
-            .into());
-        }
-        Some(horizon) if horizon < steps => {
-            return Err(Error::InvalidOption(format!(
-                "--horizon {horizon}: must be at least --steps ({steps})"
-            ))
-            .into());
-        }
-        Some(horizon) => horizon,
-        None => steps,
+    let covered = match horizon(&args, steps)? {
+        Horizon::Steps(horizon) => horizon,
+        Horizon::Unbounded => steps,
     };
     let participation = args.schema.participation(covered)?;
     let blob_options = BlobOptions {
@@ -471,8 +462,43 @@ fn with_statement(
     Ok(fields)
 }
 
+/// The horizon a BLT blob covers (`--horizon`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Horizon {
+    /// The sensitivity covers this many steps; the runtime stops there.
+    Steps(usize),
+    /// The sensitivity holds for every horizon.
+    Unbounded,
+}
+
+/// Parses `--horizon` (default `--steps`): a number of steps at least `--steps`, or `unbounded`,
+/// for the blt form only.
+fn horizon(args: &Args, steps: usize) -> Result<Horizon, Error> {
+    let Some(text) = args.horizon.as_deref() else {
+        return Ok(Horizon::Steps(steps));
+    };
+    if args.form != "blt" {
+        return Err(Error::InvalidOption(format!(
+            "--horizon {text}: only the blt form has a horizon beyond --steps (the form is `{}`)",
+            args.form
+        )));
+    }
+    if text == "unbounded" {
+        return Ok(Horizon::Unbounded);
+    }
+    match text.parse::<usize>() {
+        Ok(horizon) if horizon >= steps => Ok(Horizon::Steps(horizon)),
+        Ok(horizon) => Err(Error::InvalidOption(format!(
+            "--horizon {horizon}: must be at least --steps ({steps}), or `unbounded`"
+        ))),
+        Err(_) => Err(Error::InvalidOption(format!(
+            "--horizon {text}: expected a number of steps ≥ --steps ({steps}) or `unbounded`"
+        ))),
+    }
+}
+
 /// `mfc compile --form blt`: optimize the BLT for `--steps`, round it, compute the sensitivity
-/// over `--horizon`, write the blob and report.
+/// over `--horizon` (or bound it for every horizon), write the blob and report.
 fn run_blt(
     args: &Args,
     steps: usize,
@@ -481,7 +507,13 @@ fn run_blt(
     started: Instant,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let blt = optimize_blt(steps, args.buffers, &participation)?;
-    let compiled = compile_blt(&blt, steps, args.horizon.unwrap_or(steps), &participation)?;
+    let compiled = match horizon(args, steps)? {
+        Horizon::Steps(horizon) => compile_blt(&blt, steps, horizon, &participation)?,
+        Horizon::Unbounded => compile_blt_unbounded(&blt, steps, &participation)?,
+    };
+    if compiled.every_horizon {
+        return report_unbounded_blt(args, steps, &compiled, blob_options, started);
+    }
     let blob = blob::encode_blt(&compiled, blob_options)?;
     let factor = neighbouring_factor(blob_options.neighbouring)?;
     let statement = PrivacyStatement::new(
@@ -520,6 +552,86 @@ fn run_blt(
         factor * e.sqrt_loss,
         factor * e.max_step_stddev,
         factor * e.final_step_stddev,
+        args.buffers + 2
+    );
+    write_and_report(
+        args,
+        &blob,
+        blob_options,
+        started,
+        with_statement(fields, &statement)?,
+        &text,
+    )
+}
+
+/// The horizons of the error-growth table of an unbounded BLT: the design steps, then powers of
+/// ten from 10³ to 10⁹ above them.
+fn growth_horizons(steps: usize) -> Vec<usize> {
+    let mut out = vec![steps];
+    out.extend((3..=9).map(|k| 10usize.pow(k)).filter(|&t| t > steps));
+    out
+}
+
+/// The report of `mfc compile --form blt --horizon unbounded`: the statement with the bound for
+/// every horizon, and how the per-step error grows with the step `t`.
+fn report_unbounded_blt(
+    args: &Args,
+    steps: usize,
+    compiled: &CompiledBlt,
+    blob_options: &BlobOptions,
+    started: Instant,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let blob = blob::encode_blt(compiled, blob_options)?;
+    let factor = neighbouring_factor(blob_options.neighbouring)?;
+    let statement = PrivacyStatement::new(
+        blob_options,
+        &compiled.participation,
+        compiled.sensitivity,
+        compiled.sensitivity_method,
+        &compiled.per_step_variance,
+    )?;
+    let sigma = blob_options.calibration.map_or(1.0, |c| c.noise_multiplier);
+    // The standard deviation of the release of step t (in units of ζ): σ·sens·‖B[t−1,:]‖.
+    let growth: Vec<(usize, f64)> = growth_horizons(steps)
+        .into_iter()
+        .map(|t| {
+            let e = horizon_error(&compiled.blt, t, compiled.sensitivity);
+            (t, factor * sigma * e.final_step_stddev)
+        })
+        .collect();
+    let mut table = String::from(
+        "per-step error      step t        stddev of release t (units of ζ)   / sqrt(t)\n",
+    );
+    for (t, stddev) in &growth {
+        table.push_str(&format!(
+            "                    {t:<13} {stddev:<34.4} {:.4}\n",
+            stddev / (*t as f64).sqrt()
+        ));
+    }
+    let fields = serde_json::json!({
+        "workload": args.workload,
+        "form": "blt",
+        "buffers": args.buffers,
+        "steps": steps,
+        "horizon": "unbounded",
+        "theta": compiled.blt.theta,
+        "omega": compiled.blt.omega,
+        "runtime_floats_per_coordinate": args.buffers + 2,
+        "step_stddev_growth": growth
+            .iter()
+            .map(|(t, s)| serde_json::json!({ "step": t, "stddev": s }))
+            .collect::<Vec<_>>(),
+    });
+    let text = format!(
+        "workload            prefix sum, BLT with {} buffers optimized for n = {steps}; the sensitivity bound holds for every horizon\n\
+         participation       {}\n\
+         shipped             sqrt(L) = {:.4} over the {steps} design steps\n\
+         {statement}\
+         {table}\
+         runtime memory      (m + 2)·d = {}·d floats, for any number of steps; the stream never stops on its own account\n",
+        args.buffers,
+        statement.participation,
+        statement.sqrt_loss,
         args.buffers + 2
     );
     write_and_report(
