@@ -2,7 +2,8 @@
 # The C library on bare metal: libmfc.a built no_std for thumbv7em-none-eabihf, linked into the C
 # telemetry firmware (runtime/capi/examples/firmware, arm-none-eabi-gcc, no libc, all memory
 # static) and run under QEMU (mps2-an386, Cortex-M4F) with a blob of every form — banded, BLT,
-# FFT (optimal decoder), BandMF. Each run reboots midway (checkpoint, restore; a stale checkpoint
+# FFT (optimal decoder), BandMF — and a BLT without a horizon, stepped 150 steps, past its 48
+# design steps. Each run reboots midway (checkpoint, restore; a stale checkpoint
 # refused) and its releases must equal the uninterrupted Rust replay bit for bit; a build with a
 # corrupted blob must report MFC_STATUS_INVALID_BLOB and exit with code 2 (not 0, not hang: 124,
 # not fault: 3).
@@ -31,8 +32,10 @@ build() { # name blob [cflags...]
     -o "$out/$name.elf"
 }
 
-for form in banded blt fft bandmf; do
-  build "$form" "target/capi/$form.mfc"
+for form in banded blt fft bandmf blt-unbounded; do
+  # The unbounded BLT runs 150 steps, past its 48 design steps (the reboot at step 76 too).
+  steps=$([ "$form" = blt-unbounded ] && echo 150u || echo 0xffffffffu)
+  build "$form" "target/capi/$form.mfc" -DSCENARIO_MAX_STEPS="$steps"
   status=0
   "${qemu[@]}" "$out/$form.elf" > "$out/$form.log" || status=$?
   if [ "$status" -ne 0 ]; then

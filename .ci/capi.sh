@@ -2,7 +2,8 @@
 # The C interface: the checked-in header is what cbindgen generates, and a C program linked
 # against libmfc.a — the telemetry scenario of runtime/capi/examples/scenario.h, with the
 # checkpoint protocol and a simulated reboot — releases exactly what the uninterrupted Rust
-# replay (mfc_runtime::Replay) releases for the same blob and key, for a blob of every form.
+# replay (mfc_runtime::Replay) releases for the same blob and key, for a blob of every form and
+# a BLT blob without a horizon (150 steps, past its 48 design steps).
 # Leaves the blobs in target/capi/ (.ci/capi-firmware.sh runs the same blobs on bare metal).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,9 +25,14 @@ common=(--steps 48 --epsilon 2 --delta 1e-6)
 "$mfc" compile "${common[@]}" --form fft-optimal --stamps 3 --out target/capi/fft.mfc >/dev/null 2>&1
 "$mfc" compile "${common[@]}" --form bandmf --toeplitz --bands 4 --out target/capi/bandmf.mfc \
     >/dev/null 2>&1
-for form in banded blt fft bandmf; do
-  target/telemetry-c "target/capi/$form.mfc" > "target/capi/$form-c.txt"
-  target/release/examples/capi_reference "target/capi/$form.mfc" > "target/capi/$form-rust.txt"
+# A BLT whose sensitivity holds for every horizon: run 150 steps, past its 48 design steps.
+"$mfc" compile "${common[@]}" --form blt --buffers 4 --horizon unbounded \
+    --out target/capi/blt-unbounded.mfc >/dev/null 2>&1
+for form in banded blt fft bandmf blt-unbounded; do
+  steps=$([ "$form" = blt-unbounded ] && echo 150 || echo 4294967295)
+  target/telemetry-c "target/capi/$form.mfc" "$steps" > "target/capi/$form-c.txt"
+  target/release/examples/capi_reference "target/capi/$form.mfc" "$steps" \
+    > "target/capi/$form-rust.txt"
   grep -q '^# stale checkpoint refused' "target/capi/$form-c.txt"
   grep -v '^#' "target/capi/$form-c.txt" | diff - "target/capi/$form-rust.txt"
   echo "$form: C (rebooted, restored) and Rust (uninterrupted) agree on all" \
