@@ -797,6 +797,20 @@ fn encoder_series(blt: &Blt, horizon: usize) -> Result<Vec<f64>> {
     Ok(precise)
 }
 
+/// `sens²·‖B[i,:]‖²` for the first `n` steps of the prefix-sum decoder `B = S C⁻¹` of `blt`.
+fn per_step_variance(blt: &Blt, n: usize, sensitivity: f64) -> Vec<f64> {
+    let sens2 = sensitivity * sensitivity;
+    let (mut acc, mut row) = (0.0, 0.0);
+    blt.decoder_coefficients(n)
+        .iter()
+        .map(|rk| {
+            acc += rk;
+            row += acc * acc;
+            sens2 * row
+        })
+        .collect()
+}
+
 /// Rounds `blt` to `f32` and computes the sensitivity of the stored parameters over `horizon`
 /// steps under `participation` ([`toeplitz_sensitivity`]), the error over the design horizon `n`
 /// and over the whole `horizon` ([`horizon_error`]).
@@ -825,17 +839,7 @@ pub fn compile_blt(
         value: sensitivity,
         method: sensitivity_method,
     } = toeplitz_sensitivity(&c, horizon, participation);
-    let sens2 = sensitivity * sensitivity;
-    let r = stored.decoder_coefficients(n);
-    let (mut acc, mut row) = (0.0, 0.0);
-    let per_step_variance: Vec<f64> = r
-        .iter()
-        .map(|rk| {
-            acc += rk;
-            row += acc * acc;
-            sens2 * row
-        })
-        .collect();
+    let per_step_variance = per_step_variance(&stored, n, sensitivity);
     Ok(CompiledBlt {
         sqrt_loss: per_step_variance.iter().sum::<f64>().sqrt(),
         horizon_error: horizon_error(&stored, horizon, sensitivity),
@@ -875,19 +879,8 @@ pub fn compile_blt_unbounded(
             "the BLT encoder C = T(r)⁻¹ does not decay (a pole of c(x) outside the unit disk): no horizon-free sensitivity exists".into(),
         ));
     }
-    let bound = unbounded_sensitivity(&stored)?;
-    let sensitivity = bound.value;
-    let sens2 = sensitivity * sensitivity;
-    let r = stored.decoder_coefficients(n);
-    let (mut acc, mut row) = (0.0, 0.0);
-    let per_step_variance: Vec<f64> = r
-        .iter()
-        .map(|rk| {
-            acc += rk;
-            row += acc * acc;
-            sens2 * row
-        })
-        .collect();
+    let sensitivity = unbounded_sensitivity(&stored)?.value;
+    let per_step_variance = per_step_variance(&stored, n, sensitivity);
     Ok(CompiledBlt {
         sqrt_loss: per_step_variance.iter().sum::<f64>().sqrt(),
         horizon_error: horizon_error(&stored, n, sensitivity),
