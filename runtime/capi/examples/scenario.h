@@ -139,6 +139,18 @@ static int scenario_refused(scenario_emit emit, const char *call, MfcStatus stat
         }                                                                                          \
     } while (0)
 
+/* One step of the protocol before the release is emitted: step, checkpoint (into the newest
+ * slot), count. */
+#define SCENARIO_TRY_STEP()                                                                        \
+    do {                                                                                           \
+        scenario_input(step, input);                                                               \
+        SCENARIO_TRY("mfc_stream_step", mfc_stream_step(stream, input, release, SCENARIO_DIM));    \
+        SCENARIO_TRY("mfc_stream_checkpoint",                                                      \
+                     mfc_stream_checkpoint(stream, &counter, scenario_newest,                      \
+                                           SCENARIO_SLOT_BYTES, &written));                        \
+        SCENARIO_TRY("mfc_counter_record", mfc_counter_record(&counter, stream));                  \
+    } while (0)
+
 /* Opens the stream of the counter's epoch in the static storage and workspace. */
 static MfcStatus scenario_open(const uint8_t *blob, size_t blob_len, const MfcCounter *counter,
                                MfcStream **stream) {
@@ -155,8 +167,8 @@ static MfcStatus scenario_open(const uint8_t *blob, size_t blob_len, const MfcCo
 }
 
 /* Runs the scenario for min(horizon, max_steps) steps, printing through `emit`. */
-static int run_scenario(const uint8_t *blob, size_t blob_len, uint32_t max_steps,
-                        scenario_emit emit) {
+static inline int run_scenario(const uint8_t *blob, size_t blob_len, uint32_t max_steps,
+                               scenario_emit emit) {
     MfcCounter counter = {0, 0}; /* the factory state, read from "monotonic storage" */
     SCENARIO_TRY("mfc_counter_cold_start", mfc_counter_cold_start(&counter));
     MfcStream *stream = NULL;
@@ -178,12 +190,7 @@ static int run_scenario(const uint8_t *blob, size_t blob_len, uint32_t max_steps
     size_t written = 0;
     uint32_t step = 0;
     while (step < reboot_after) {
-        scenario_input(step, input);
-        SCENARIO_TRY("mfc_stream_step", mfc_stream_step(stream, input, release, SCENARIO_DIM));
-        SCENARIO_TRY("mfc_stream_checkpoint",
-                     mfc_stream_checkpoint(stream, &counter, scenario_newest, SCENARIO_SLOT_BYTES,
-                                           &written));
-        SCENARIO_TRY("mfc_counter_record", mfc_counter_record(&counter, stream));
+        SCENARIO_TRY_STEP();
         if (step + 1 == stale_after) {
             for (size_t i = 0; i < SCENARIO_SLOT_BYTES; i++) {
                 scenario_older[i] = scenario_newest[i];
@@ -215,12 +222,7 @@ static int run_scenario(const uint8_t *blob, size_t blob_len, uint32_t max_steps
     step = mfc_stream_steps_released(stream);
     scenario_note(emit, "restored at step ", step);
     while (step < steps) {
-        scenario_input(step, input);
-        SCENARIO_TRY("mfc_stream_step", mfc_stream_step(stream, input, release, SCENARIO_DIM));
-        SCENARIO_TRY("mfc_stream_checkpoint",
-                     mfc_stream_checkpoint(stream, &counter, scenario_newest, SCENARIO_SLOT_BYTES,
-                                           &written));
-        SCENARIO_TRY("mfc_counter_record", mfc_counter_record(&counter, stream));
+        SCENARIO_TRY_STEP();
         scenario_release(emit, step, release);
         step++;
     }

@@ -14,25 +14,12 @@
 #include <stdint.h>
 
 #include "../scenario.h"
+#include "blob.h"
 #include "semihosting.h"
 
-#ifndef MFC_BLOB_PATH
-#error "MFC_BLOB_PATH must name the blob to embed"
-#endif
 #ifndef SCENARIO_MAX_STEPS
 #define SCENARIO_MAX_STEPS 0xffffffffu
 #endif
-
-/* The blob, in flash. */
-__asm__(".section .rodata.mfc_blob,\"a\"\n"
-        ".balign 4\n"
-        ".global mfc_blob_start\n"
-        "mfc_blob_start:\n"
-        ".incbin \"" MFC_BLOB_PATH "\"\n"
-        ".global mfc_blob_end\n"
-        "mfc_blob_end:\n"
-        ".previous\n");
-extern const uint8_t mfc_blob_start[], mfc_blob_end[];
 
 static void emit(const char *line) {
     semihosting_write(line);
