@@ -18,10 +18,12 @@
 //! sensitivity was computed for — unless the blob's sensitivity holds for every horizon
 //! (`SensitivityMethod::BltTailBound`, `mfc compile --form blt --horizon unbounded`): then it
 //! runs until its `u32` step counter is exhausted (4 294 967 295 steps, 136 years at one step a
-//! second) and refuses the next step ([`Error::StreamFinished`]) rather than reuse a noise row. [`BltStream::step_examples`] clips a step's examples one by
-//! one, as [`Stream::step_examples`](crate::Stream::step_examples) does. A device resumes it
-//! after a reboot with [`BltStream::checkpoint`] and [`BltStream::restore`] ([`crate::checkpoint`]:
-//! the buffers, the sum and its compensation, and `min(d, 8)` noise values to check the key).
+//! second) and refuses the next step ([`Error::StreamFinished`]) rather than reuse a noise row.
+//!
+//! [`BltStream::step_examples`] clips a step's examples one by one, as
+//! [`Stream::step_examples`](crate::Stream::step_examples) does. A device resumes the stream after
+//! a reboot with [`BltStream::checkpoint`] and [`BltStream::restore`] ([`crate::checkpoint`]: the
+//! buffers, the sum and its compensation, and `min(d, 8)` noise values to check the key).
 
 use mfc_formats::{Blt, Decoder, Mechanism, Validated, Workload};
 

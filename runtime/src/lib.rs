@@ -67,7 +67,9 @@
 //!   nothing).
 //!
 //! A device resumes a stream after a reboot with [`checkpoint`]: see its rules on keys, stale
-//! checkpoints and the release counter.
+//! checkpoints and the release counter. [`Replay`] opens a blob of any decoder form and
+//! dispatches to the form's stream ([`replay`] documents the guarantees every form shares); the
+//! C library and `mfc simulate` use it.
 #![no_std]
 #![forbid(unsafe_code)]
 

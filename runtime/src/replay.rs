@@ -41,7 +41,9 @@
 //!   stream is exactly as it was (same step, same state, same later releases).
 //! - **No panic, no allocation, `no_std`.** On any input, in every form; the workspace is the
 //!   caller's ([`Replay::workspace_len`] floats, sized by the form's formula).
-//! - **Horizon.** A stream stops at the blob's horizon ([`Error::StreamFinished`]).
+//! - **Horizon.** A stream stops at the blob's horizon ([`Error::StreamFinished`]); a BLT blob
+//!   whose sensitivity holds for every horizon has none (its stream runs to the `u32` step
+//!   counter's limit, [`BltStream`]).
 //! - **Checkpoints.** [`Replay::checkpoint`] and [`Replay::restore`] follow the rules of
 //!   [`checkpoint`](crate::checkpoint) in every form: stale checkpoints, checkpoints of another
 //!   epoch, key, blob, dimension or noise scale, and non-finite states are refused; a restored
