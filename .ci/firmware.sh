@@ -2,8 +2,8 @@
 # The telemetry firmware (examples/firmware) under QEMU (mps2-an386, Cortex-M4F), built with the
 # banded blob (telemetry.mfc), the BandMF one (bandmf.mfc) and the BLT one (blt.mfc), each
 # replayed through mfc_runtime::Replay with a reboot (checkpoint, restore): its releases must
-# equal the host reference bit for bit, and a build with a corrupted blob must report the error and exit
-# with code 2 — not 0, not hang (timeout: 124), not fault (3) or panic (101).
+# equal the host reference bit for bit, and a build with a corrupted blob must report the error
+# and exit with code 2 — not 0, not hang (timeout: 124), not fault (3) or panic (101).
 # The drift firmware streams 10⁶ BLT steps (d = 1): its printed releases and the checksum of all
 # of them must equal the host's, whose every release is within 4 ulps of the exact sum.
 # Leaves the logs in target/firmware/ (.ci/run hands them to the workspace tests).
