@@ -1,19 +1,40 @@
 #!/usr/bin/env bash
 # The C interface: the checked-in header is what cbindgen generates, and a C program linked
-# against libmfc.a releases exactly what the Rust runtime releases for the same blob and seed.
+# against libmfc.a — the telemetry scenario of runtime/capi/examples/scenario.h, with the
+# checkpoint protocol and a simulated reboot — releases exactly what the uninterrupted Rust
+# replay (mfc_runtime::Replay) releases for the same blob and key, for a blob of every form and
+# a BLT blob without a horizon (150 steps, past its 48 design steps).
+# Leaves the blobs in target/capi/ (.ci/capi-firmware.sh runs the same blobs on bare metal).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 command -v cbindgen >/dev/null || cargo install cbindgen --locked --version 0.29.4
-cbindgen --config runtime/capi/cbindgen.toml --crate mfc-runtime-capi --output target/mfc.h
+cbindgen --quiet --config runtime/capi/cbindgen.toml --crate mfc-runtime-capi --output target/mfc.h
 diff -u runtime/capi/include/mfc.h target/mfc.h
 
 cargo build --release -p mfc-runtime-capi
-cc -O2 -Wall -Wextra -Werror -I runtime/capi/include runtime/capi/examples/telemetry.c \
+cc -O2 -std=c11 -Wall -Wextra -Werror -I runtime/capi/include runtime/capi/examples/telemetry.c \
     target/release/libmfc.a -lpthread -ldl -lm -o target/telemetry-c
-cargo run --release -q -p mfc-compiler --bin mfc -- compile --steps 48 --band 4 --rank 3 \
-    --epsilon 2 --delta 1e-6 --out target/capi.mfc >/dev/null
-target/telemetry-c target/capi.mfc > target/capi-c.txt
-cargo run --release -q -p mfc-examples --example capi_reference -- target/capi.mfc > target/capi-rust.txt
-diff target/capi-c.txt target/capi-rust.txt
-echo "C and Rust agree on all $(wc -l < target/capi-rust.txt) releases"
+cargo build --release -q -p mfc-compiler --bin mfc
+cargo build --release -q -p mfc-examples --example capi_reference
+mkdir -p target/capi
+mfc=target/release/mfc
+common=(--steps 48 --epsilon 2 --delta 1e-6)
+"$mfc" compile "${common[@]}" --band 4 --rank 3 --out target/capi/banded.mfc >/dev/null 2>&1
+"$mfc" compile "${common[@]}" --form blt --buffers 4 --out target/capi/blt.mfc >/dev/null 2>&1
+"$mfc" compile "${common[@]}" --form fft-optimal --stamps 3 --out target/capi/fft.mfc >/dev/null 2>&1
+"$mfc" compile "${common[@]}" --form bandmf --toeplitz --bands 4 --out target/capi/bandmf.mfc \
+    >/dev/null 2>&1
+# A BLT whose sensitivity holds for every horizon: run 150 steps, past its 48 design steps.
+"$mfc" compile "${common[@]}" --form blt --buffers 4 --horizon unbounded \
+    --out target/capi/blt-unbounded.mfc >/dev/null 2>&1
+for form in banded blt fft bandmf blt-unbounded; do
+  steps=$([ "$form" = blt-unbounded ] && echo 150 || echo 4294967295)
+  target/telemetry-c "target/capi/$form.mfc" "$steps" > "target/capi/$form-c.txt"
+  target/release/examples/capi_reference "target/capi/$form.mfc" "$steps" \
+    > "target/capi/$form-rust.txt"
+  grep -q '^# stale checkpoint refused' "target/capi/$form-c.txt"
+  grep -v '^#' "target/capi/$form-c.txt" | diff - "target/capi/$form-rust.txt"
+  echo "$form: C (rebooted, restored) and Rust (uninterrupted) agree on all" \
+    "$(wc -l < "target/capi/$form-rust.txt") releases"
+done

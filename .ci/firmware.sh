@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The telemetry firmware (examples/firmware) under QEMU (mps2-an386, Cortex-M4F), built with the
-# banded blob (telemetry.mfc) and with the BandMF one (bandmf.mfc): its releases must equal the
-# host reference bit for bit, and a build with a corrupted blob must report the error and exit
-# with code 2 — not 0, not hang (timeout: 124), not fault (3) or panic (101).
+# banded blob (telemetry.mfc), the BandMF one (bandmf.mfc) and the BLT one (blt.mfc), each
+# replayed through mfc_runtime::Replay with a reboot (checkpoint, restore): its releases must
+# equal the host reference bit for bit, and a build with a corrupted blob must report the error
+# and exit with code 2 — not 0, not hang (timeout: 124), not fault (3) or panic (101).
 # The drift firmware streams 10⁶ BLT steps (d = 1): its printed releases and the checksum of all
 # of them must equal the host's, whose every release is within 4 ulps of the exact sum.
 # Leaves the logs in target/firmware/ (.ci/run hands them to the workspace tests).
@@ -22,11 +23,14 @@ echo "-- build (thumbv7em-none-eabihf, opt-level s, LTO)"
 (cd "$fw" && cargo build --release --bin telemetry --features defmt --target-dir target/defmt)
 (cd "$fw" && MFC_FIRMWARE_BLOB="$PWD/bandmf.mfc" cargo build --release --bin telemetry \
    --target-dir target/bandmf)
+(cd "$fw" && MFC_FIRMWARE_BLOB="$PWD/blt.mfc" cargo build --release --bin telemetry \
+   --target-dir target/blt)
 elf=$fw/target/thumbv7em-none-eabihf/release/telemetry
 corrupt=$fw/target/corrupt/thumbv7em-none-eabihf/release/telemetry
 bandmf=$fw/target/bandmf/thumbv7em-none-eabihf/release/telemetry
+blt=$fw/target/blt/thumbv7em-none-eabihf/release/telemetry
 arm-none-eabi-size "$elf" "$corrupt" "$fw/target/defmt/thumbv7em-none-eabihf/release/telemetry" \
-  "$bandmf"
+  "$bandmf" "$blt"
 
 echo "-- run under QEMU"
 status=0
@@ -48,6 +52,15 @@ if [ "$status" -ne 0 ]; then
   exit 1
 fi
 
+echo "-- run the BLT build under QEMU (checkpoint and restore of a BltStream)"
+status=0
+"${qemu[@]}" "$blt" >"$logs/blt.log" || status=$?
+tail -n 2 "$logs/blt.log"
+if [ "$status" -ne 0 ]; then
+  echo "BLT firmware exited with $status (expected 0)" >&2
+  exit 1
+fi
+
 echo "-- the drift firmware: 10^6 BLT steps under QEMU"
 drift=$fw/target/thumbv7em-none-eabihf/release/drift
 status=0
@@ -63,7 +76,7 @@ fi
 
 echo "-- compare with the host reference"
 MFC_FIRMWARE_LOG="$PWD/$logs/telemetry.log" MFC_FIRMWARE_DRIFT_LOG="$PWD/$logs/drift.log" \
-  MFC_FIRMWARE_BANDMF_LOG="$PWD/$logs/bandmf.log" \
+  MFC_FIRMWARE_BANDMF_LOG="$PWD/$logs/bandmf.log" MFC_FIRMWARE_BLT_LOG="$PWD/$logs/blt.log" \
   cargo test --release -p mfc-tests --test firmware -- --include-ignored --nocapture
 
 echo "-- the corrupted blob must be refused with exit code 2"

@@ -22,7 +22,9 @@ use crate::optimize::{OptimizeOptions, Progress};
 use crate::participation::Participation;
 use crate::report::{CompileReport, PrivacyStatement};
 use crate::stamp::choose_stamps;
-use crate::toeplitz::{compile_blt, optimize_blt};
+use crate::toeplitz::{
+    CompiledBlt, compile_blt, compile_blt_unbounded, horizon_error, optimize_blt,
+};
 use crate::workload::{self, Schedule, Workload};
 
 /// The largest horizon `--form bandmf --toeplitz` takes with a learning-rate schedule without
@@ -132,7 +134,7 @@ pub struct CompileRequest {
     /// BLT: buffers per coordinate.
     pub buffers: usize,
     /// BLT: the horizon the sensitivity covers (default: `steps`).
-    pub horizon: Option<usize>,
+    pub horizon: Option<Horizon>,
     /// h: diagonals of the decoder kept exactly.
     pub band: usize,
     /// r: rank of the decoder's part below the band.
@@ -177,6 +179,39 @@ impl Default for CompileRequest {
             delta: None,
             noise_multiplier: None,
             force: false,
+        }
+    }
+}
+
+/// The horizon a BLT blob covers (`--horizon`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Horizon {
+    /// The sensitivity covers this many steps; the runtime stops there.
+    Steps(usize),
+    /// The sensitivity bound holds for every horizon (single participation; `formats/SPEC.md`,
+    /// "Unbounded horizon"): the runtime never stops on its own account.
+    Unbounded,
+}
+
+impl Horizon {
+    /// `--horizon N|unbounded`.
+    pub fn parse(text: &str) -> Result<Self, Error> {
+        if text == "unbounded" {
+            return Ok(Horizon::Unbounded);
+        }
+        text.parse().map(Horizon::Steps).map_err(|_| {
+            Error::InvalidOption(format!(
+                "--horizon {text}: expected a number of steps ≥ --steps, or `unbounded`"
+            ))
+        })
+    }
+}
+
+impl std::fmt::Display for Horizon {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Horizon::Steps(n) => write!(f, "{n}"),
+            Horizon::Unbounded => f.write_str("unbounded"),
         }
     }
 }
@@ -389,16 +424,17 @@ pub fn compile_request(
     let covered = match request.horizon {
         Some(horizon) if request.form != "blt" => {
             return Err(Error::InvalidOption(format!(
-                "--horizon {horizon}: only the blt form has a horizon beyond --steps"
+                "--horizon {horizon}: only the blt form has a horizon beyond --steps (the form is `{}`)",
+                request.form
             )));
         }
-        Some(horizon) if horizon < steps => {
+        Some(Horizon::Steps(horizon)) if horizon < steps => {
             return Err(Error::InvalidOption(format!(
-                "--horizon {horizon}: must be at least --steps ({steps})"
+                "--horizon {horizon}: must be at least --steps ({steps}), or `unbounded`"
             )));
         }
-        Some(horizon) => horizon,
-        None => steps,
+        Some(Horizon::Steps(horizon)) => horizon,
+        Some(Horizon::Unbounded) | None => steps,
     };
     let participation = request.schema.participation(covered)?;
     let blob_options = BlobOptions {
@@ -533,11 +569,18 @@ impl Job<'_> {
     }
 
     /// `--form blt`: optimize the BLT for `--steps`, round it, compute the sensitivity over
-    /// `--horizon`.
+    /// `--horizon` (or bound it for every horizon).
     fn blt(&self) -> Result<(Vec<u8>, Report), Error> {
         let (request, steps, participation) = (self.request, self.steps, &self.participation);
         let blt = optimize_blt(steps, request.buffers, participation)?;
-        let compiled = compile_blt(&blt, steps, request.horizon.unwrap_or(steps), participation)?;
+        let compiled = match request.horizon {
+            Some(Horizon::Steps(horizon)) => compile_blt(&blt, steps, horizon, participation)?,
+            None => compile_blt(&blt, steps, steps, participation)?,
+            Some(Horizon::Unbounded) => compile_blt_unbounded(&blt, steps, participation)?,
+        };
+        if compiled.every_horizon {
+            return self.unbounded_blt(&compiled);
+        }
         let blob = blob::encode_blt(&compiled, &self.blob_options)?;
         let factor = neighbouring_factor(self.blob_options.neighbouring)?;
         let statement = PrivacyStatement::new(
@@ -576,6 +619,70 @@ impl Job<'_> {
             factor * e.sqrt_loss,
             factor * e.max_step_stddev,
             factor * e.final_step_stddev,
+            request.buffers + 2
+        );
+        let report = self.report(&blob, fields, &statement, text);
+        Ok((blob, report))
+    }
+
+    /// The report of `--form blt --horizon unbounded`: the statement with the bound for every
+    /// horizon, and how the per-step error grows with the step `t`.
+    fn unbounded_blt(&self, compiled: &CompiledBlt) -> Result<(Vec<u8>, Report), Error> {
+        let (request, steps) = (self.request, self.steps);
+        let blob = blob::encode_blt(compiled, &self.blob_options)?;
+        let factor = neighbouring_factor(self.blob_options.neighbouring)?;
+        let statement = PrivacyStatement::new(
+            &self.blob_options,
+            &compiled.participation,
+            compiled.sensitivity,
+            compiled.sensitivity_method,
+            &compiled.per_step_variance,
+        )?;
+        let sigma = self
+            .blob_options
+            .calibration
+            .map_or(1.0, |c| c.noise_multiplier);
+        // The standard deviation of the release of step t (in units of ζ): σ·sens·‖B[t−1,:]‖.
+        let growth: Vec<(usize, f64)> = growth_horizons(steps)
+            .into_iter()
+            .map(|t| {
+                let e = horizon_error(&compiled.blt, t, compiled.sensitivity);
+                (t, factor * sigma * e.final_step_stddev)
+            })
+            .collect();
+        let mut table = String::from(
+            "per-step error      step t        stddev of release t (units of ζ)   / sqrt(t)\n",
+        );
+        for (t, stddev) in &growth {
+            table.push_str(&format!(
+                "                    {t:<13} {stddev:<34.4} {:.4}\n",
+                stddev / (*t as f64).sqrt()
+            ));
+        }
+        let fields = serde_json::json!({
+            "workload": request.workload,
+            "form": "blt",
+            "buffers": request.buffers,
+            "steps": steps,
+            "horizon": "unbounded",
+            "theta": compiled.blt.theta,
+            "omega": compiled.blt.omega,
+            "runtime_floats_per_coordinate": request.buffers + 2,
+            "step_stddev_growth": growth
+                .iter()
+                .map(|(t, s)| serde_json::json!({ "step": t, "stddev": s }))
+                .collect::<Vec<_>>(),
+        });
+        let text = format!(
+            "workload            prefix sum, BLT with {} buffers optimized for n = {steps}; the sensitivity bound holds for every horizon\n\
+             participation       {}\n\
+             shipped             sqrt(L) = {:.4} over the {steps} design steps\n\
+             {statement}\
+             {table}\
+             runtime memory      (m + 2)·d = {}·d floats, for any number of steps; the stream never stops on its own account\n",
+            request.buffers,
+            statement.participation,
+            statement.sqrt_loss,
             request.buffers + 2
         );
         let report = self.report(&blob, fields, &statement, text);
@@ -846,6 +953,14 @@ fn check_budget(
         )));
     }
     Ok(())
+}
+
+/// The horizons of the error-growth table of an unbounded BLT: the design steps, then powers of
+/// ten from 10³ to 10⁹ above them.
+fn growth_horizons(steps: usize) -> Vec<usize> {
+    let mut out = vec![steps];
+    out.extend((3..=9).map(|k| 10usize.pow(k)).filter(|&t| t > steps));
+    out
 }
 
 #[cfg(test)]

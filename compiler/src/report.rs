@@ -217,6 +217,9 @@ pub fn method_description(method: SensitivityMethod) -> &'static str {
         SensitivityMethod::ToeplitzMajorantBound => {
             "upper bound: the {0, b, 2b, …} pattern of the non-increasing majorant of |c|"
         }
+        SensitivityMethod::BltTailBound => {
+            "upper bound for every horizon: exact head of the BLT encoder's column plus a bound of its tail by a contracting power of its state matrix (SPEC, Unbounded horizon)"
+        }
         _ => "unknown method",
     }
 }

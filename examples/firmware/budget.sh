@@ -21,9 +21,9 @@
 #   cargo run --release -p mfc-compiler --bin mfc -- compile --workload prefix --form blt \
 #       --buffers 4 --steps 64 --epsilon 2 --delta 1e-6 --clip-norm 1 \
 #       --out examples/firmware/blt.mfc   # CRC-32 0xb93aca06
-# A BltStream has no checkpoint or restore, so its rows show "—" there; its stack column is
-# that of `step` alone. BandMF (`size-bandmf`, `bandmf.mfc`: banded Toeplitz, b̂ = 8; the bench
-# also runs `bandmf-general.mfc`, the general encoder with the same options), made with
+# The BLT rows checkpoint every step and restore once, as the banded ones. BandMF
+# (`size-bandmf`, `bandmf.mfc`: banded Toeplitz, b̂ = 8; the bench also runs
+# `bandmf-general.mfc`, the general encoder with the same options), made with
 #   cargo run --release -p mfc-compiler --bin mfc -- compile --workload prefix --form bandmf \
 #       --toeplitz --bands 8 --steps 64 --epsilon 2 --delta 1e-6 --clip-norm 1 \
 #       --out examples/firmware/bandmf.mfc   # CRC-32 0xcaa83a62
@@ -69,7 +69,7 @@ for logging in plain defmt; do
   elf=$(build "size-base-bandmf-$logging" "${extra}size-baseline,size-bandmf" size)
   sizes=$(code "$elf")
   read -r bandmf_text bandmf_rodata <<<"$sizes"
-  for part in stream checkpoint nonoise blt bandmf bandmf-checkpoint; do
+  for part in stream checkpoint nonoise blt blt-checkpoint bandmf bandmf-checkpoint; do
     features="$extra"
     label="blob check + stream (banded)"
     base_text=$banded_text base_rodata=$banded_rodata
@@ -82,6 +82,10 @@ for logging in plain defmt; do
     elif [ "$part" = blt ]; then
       features="${extra}size-blt,"
       label="blob check + stream (BLT)"
+      base_text=$blt_text base_rodata=$blt_rodata
+    elif [ "$part" = blt-checkpoint ]; then
+      features="${extra}size-blt,size-checkpoint,"
+      label="... + checkpoint/restore (BLT)"
       base_text=$blt_text base_rodata=$blt_rodata
     elif [ "$part" = bandmf ]; then
       features="${extra}size-bandmf,"
@@ -130,7 +134,8 @@ for blob in telemetry.mfc h6r6.mfc blt.mfc bandmf.mfc bandmf-general.mfc; do
       m=$(field m)
       [ "$ws" -eq $(( (m + 2) * d * 4 )) ] || { echo "workspace $ws != formula" >&2; exit 1; }
       rows+=("| BLT m = $m | $d | $ws | $(field stream_bytes) | $(field stack_bytes) | $(
-        instr "$(field step_total)" "$steps") | — | — | $(instr "$(field load)" 1) |")
+        instr "$(field step_total)" "$steps") | $(instr "$(field checkpoint_total)" "$steps") | $(
+        instr "$(field restore)" 1) | $(instr "$(field load)" 1) |")
     elif [[ $line == "bench bandmf "* ]]; then
       b=$(field b) kind=$(sed -n 's/.* kind=\([a-z]*\).*/\1/p' <<<"$line")
       [ "$ws" -eq $(( (b + 2) * d * 4 )) ] || { echo "workspace $ws != formula" >&2; exit 1; }
@@ -151,6 +156,6 @@ n=$(printf '%s\n' "${horizons[@]}" | sort -u)
 [ "$(wc -l <<<"$n")" -eq 1 ] || { echo "budget.sh: the blobs' horizons differ: $n" >&2; exit 1; }
 echo "### RAM and instructions per step (QEMU mps2-an386, -icount shift=$SHIFT, n = $n)"
 echo
-echo "| (h, r), BLT m or BandMF b̂ | d | workspace (h + r + 2)·d·4 B, (m + 2)·d·4 B or (b̂ + 2)·d·4 B | stream struct B | stack B (step + checkpoint; BLT: step) | instructions / step | / checkpoint | restore | blob check |"
+echo "| (h, r), BLT m or BandMF b̂ | d | workspace (h + r + 2)·d·4 B, (m + 2)·d·4 B or (b̂ + 2)·d·4 B | stream struct B | stack B (step + checkpoint) | instructions / step | / checkpoint | restore | blob check |"
 echo "|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"

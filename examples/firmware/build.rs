@@ -6,8 +6,8 @@
 //! 4). The workspace is sized exactly from the blob's own parameters, so the `.bss` of the
 //! firmware shows the runtime's RAM formula: `(h + r + 2)·d` floats for a banded blob,
 //! `(m + 2)·d` for a BLT blob with `m` buffers, `(b̂ + 2)·d` for a BandMF blob with `b̂` bands
-//! (`bandmf.mfc` with the `size-bandmf` feature). The blob's form is also set as the cfg
-//! `mfc_form` (`"banded"`, `"blt"` or `"bandmf"`); other decoders are refused.
+//! (`bandmf.mfc` with the `size-bandmf` feature), `(m + 3)·d + 2m + 2N·k` for an FFT blob. The
+//! blob's form is also set as the cfg `mfc_form` (`"banded"`, `"blt"`, `"bandmf"` or `"fft"`).
 
 use std::env;
 use std::fs;
@@ -36,7 +36,9 @@ fn main() {
 
     println!("cargo:rerun-if-env-changed=MFC_FIRMWARE_BLOB");
     println!("cargo:rerun-if-env-changed=MFC_FIRMWARE_DIM");
-    println!("cargo::rustc-check-cfg=cfg(mfc_form, values(\"banded\", \"blt\", \"bandmf\"))");
+    println!(
+        "cargo::rustc-check-cfg=cfg(mfc_form, values(\"banded\", \"blt\", \"bandmf\", \"fft\"))"
+    );
     let size_blt = env::var_os("CARGO_FEATURE_SIZE_BLT").is_some();
     let size_bandmf = env::var_os("CARGO_FEATURE_SIZE_BANDMF").is_some();
     let default_blob = match (size_blt, size_bandmf) {
@@ -107,6 +109,30 @@ fn main() {
                  /// The blob's horizon `n`.\npub const STEPS: u32 = {steps};\n\
                  /// The blob's BandMF bands `b̂`.\npub const BANDS: u32 = {bands};\n\
                  /// Whether the blob's encoder is banded Toeplitz.\npub const TOEPLITZ: bool = {toeplitz};\n"
+            )
+        }
+        Decoder::Fft(decoder) => {
+            assert!(
+                !size_blt && !size_bandmf,
+                "{}: the size-blt and size-bandmf features need a BLT or a BandMF blob",
+                blob_path.display()
+            );
+            println!("cargo::rustc-cfg=mfc_form=\"fft\"");
+            // `FftStream::workspace_len`: (m + 3)·d + 2m + 2N·k, N the least power of two
+            // ≥ 3m − 1, k = 2 complex buffers (circulant) or 5 (optimal decoder).
+            let m = decoder.block as usize;
+            let size = (3 * m - 1).next_power_of_two().max(2);
+            let buffers = match decoder.kind {
+                mfc_formats::FftKind::Circulant => 2,
+                _ => 5,
+            };
+            let workspace = (m + 3) * dim + 2 * m + 2 * size * buffers;
+            format!(
+                "/// The stream's dimension `d`.\npub const DIM: usize = {dim};\n\
+                 /// Floats of workspace: `(m + 3)·d + 2m + 2N·k` with `m = {m}`, `N = {size}`, \
+                 `k = {buffers}`.\npub const WORKSPACE: usize = {workspace};\n\
+                 /// The blob's horizon `n`.\npub const STEPS: u32 = {steps};\n\
+                 /// The blob's FFT block `m`.\npub const BLOCK: u32 = {m};\n"
             )
         }
         _ => panic!("{}: unsupported decoder", blob_path.display()),

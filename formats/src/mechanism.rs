@@ -198,9 +198,21 @@ pub enum SensitivityMethod {
     ///
     /// [`NonincreasingToeplitz`]: SensitivityMethod::NonincreasingToeplitz
     ToeplitzMajorantBound,
+    /// An upper bound valid for **every** horizon, for a BLT ([`Blt`]) under single
+    /// participation: `sqrt(Σ_{t<T} c_t² + τ)`, the exact head of the encoder's first column
+    /// `c = 1/r` from the stored `f32` parameters and a bound `τ` on its tail (`SPEC.md`,
+    /// "Unbounded horizon"). A blob with it has no horizon: its `steps` is the horizon its
+    /// parameters and error figures are for, and the runtime does not stop there.
+    BltTailBound,
 }
 
 impl SensitivityMethod {
+    /// Whether the recorded sensitivity holds for every number of steps, not only the blob's
+    /// `steps` ([`SensitivityMethod::BltTailBound`]): the stream then has no horizon.
+    pub fn covers_every_horizon(&self) -> bool {
+        matches!(self, SensitivityMethod::BltTailBound)
+    }
+
     /// Whether the recorded value is the sensitivity itself rather than an upper bound on it.
     pub fn is_exact(&self) -> bool {
         matches!(
@@ -622,6 +634,15 @@ impl<'a> Mechanism<'a> {
             }
         }
         positive_finite("sensitivity.value", h.sensitivity.value)?;
+        // A bound for every horizon is proven for a BLT under single participation only.
+        if h.sensitivity.method.covers_every_horizon()
+            && !(matches!(self.decoder, Decoder::Blt(_))
+                && matches!(h.participation, Participation::Single))
+        {
+            return Err(Error::InvalidField {
+                field: "sensitivity.method",
+            });
+        }
         positive_finite("clip_norm", h.clip_norm)?;
         if let Some(c) = h.calibration {
             positive_finite("calibration.noise_multiplier", c.noise_multiplier)?;

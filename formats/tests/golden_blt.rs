@@ -100,3 +100,66 @@ fn every_truncation_and_bit_flip_is_rejected() {
     common::assert_every_truncation_rejected(&blob);
     common::assert_every_bit_flip_rejected(&blob);
 }
+
+/// The same BLT with a sensitivity valid for every horizon (method `9`, `BltTailBound`, appended
+/// after the format's first release): one byte and the checksum differ from [`GOLDEN`]; the
+/// method is refused for another decoder or another participation schema.
+const GOLDEN_UNBOUNDED: &str = concat!(
+    "4d4643424c4f4200", // magic
+    "0100",             // format version 1
+    "0000",             // flags
+    "3d000000",         // payload length 61
+    "00",               // workload: PrefixSum
+    "03",               // steps: 3, the design horizon (the runtime does not stop there)
+    "00",               // participation: Single
+    "000000000000f03f", // sensitivity.value: 1.0
+    "09",               // sensitivity.method: BltTailBound
+    "000000000000f03f", // clip_norm: 1.0
+    "00",               // calibration: None
+    "0000000000000040", // error.sqrt_loss: 2.0
+    "00",               // error.optimal_sqrt_loss: None
+    "000000000000f83f", // error.max_step_stddev: 1.5
+    "000000000000f83f", // error.final_step_stddev: 1.5
+    "036d6663",         // generator: "mfc"
+    "02",               // decoder: Blt
+    "04",               //   theta: 4 bytes
+    "0000003f",         //     θ = 0.5
+    "04",               //   omega: 4 bytes
+    "000080be",         //     ω = -0.25
+    "99a13b35",         // CRC-32 (zlib.crc32)
+);
+
+#[test]
+fn an_unbounded_blt_blob_is_pinned_and_refused_elsewhere() {
+    let (t, w) = (encode_f32s([0.5]), encode_f32s([-0.25]));
+    let mut m = mechanism(&t, &w);
+    m.header.sensitivity.method = SensitivityMethod::BltTailBound;
+    let blob = m.to_vec().unwrap();
+    assert_eq!(hex(&blob), GOLDEN_UNBOUNDED);
+    let parsed = Mechanism::from_bytes(&blob).unwrap();
+    assert!(parsed.header.sensitivity.method.covers_every_horizon());
+    assert!(!parsed.header.sensitivity.method.is_exact());
+    common::assert_every_bit_flip_rejected(&blob);
+    let refused = Err(Error::InvalidField {
+        field: "sensitivity.method",
+    });
+    let mut schema = m;
+    schema.header.participation = mfc_formats::Participation::MinSeparation {
+        max_participations: 1,
+        min_separation: 2,
+    };
+    assert_eq!(schema.validate().map(|_| ()), refused);
+    let diagonals = encode_f32s([1.0f32; 3]);
+    let empty = encode_f32s([]);
+    let banded = Mechanism {
+        header: m.header,
+        decoder: Decoder::BandedLowRank(mfc_formats::BandedLowRank {
+            band: 1,
+            rank: 0,
+            diagonals: F32Table::new(&diagonals).unwrap(),
+            left: F32Table::new(&empty).unwrap(),
+            right: F32Table::new(&empty).unwrap(),
+        }),
+    };
+    assert_eq!(banded.validate().map(|_| ()), refused);
+}

@@ -15,11 +15,19 @@
 //! The workspace is `(m + 2)·d` floats: the buffers and the accumulator of inputs and noise with
 //! its compensation, for any number of steps; the accumulator stays exact to a couple of ulps
 //! however long the stream runs. The stream stops at the blob's `steps`, the horizon its
-//! sensitivity was computed for. [`BltStream::step_examples`] clips a step's examples one by
-//! one, as [`Stream::step_examples`](crate::Stream::step_examples) does.
+//! sensitivity was computed for — unless the blob's sensitivity holds for every horizon
+//! (`SensitivityMethod::BltTailBound`, `mfc compile --form blt --horizon unbounded`): then it
+//! runs until its `u32` step counter is exhausted (4 294 967 295 steps, 136 years at one step a
+//! second) and refuses the next step ([`Error::StreamFinished`]) rather than reuse a noise row.
+//!
+//! [`BltStream::step_examples`] clips a step's examples one by one, as
+//! [`Stream::step_examples`](crate::Stream::step_examples) does. A device resumes the stream after
+//! a reboot with [`BltStream::checkpoint`] and [`BltStream::restore`] ([`crate::checkpoint`]: the
+//! buffers, the sum and its compensation, and `min(d, 8)` noise values to check the key).
 
 use mfc_formats::{Blt, Decoder, Mechanism, Validated, Workload};
 
+use crate::checkpoint::KEY_CHECK;
 use crate::clip::clip_factor_with_largest;
 use crate::noise::{MAX_COORDINATES, NoiseSource};
 use crate::stream::{
@@ -40,6 +48,10 @@ pub struct BltStream<'m, 'w, N: NoiseSource> {
     sum: &'w mut [f32],
     /// What rounding took from `sum` ([`crate::sum`]).
     compensation: &'w mut [f32],
+    /// The first [`KEY_CHECK`] coordinates of the last noise row `z_{t−1}` (fewer if `d` is):
+    /// what a checkpoint carries so that restore can check the key ([`crate::checkpoint`]), since
+    /// the buffers mix every past row and no row can be read back from them.
+    newest: [f32; KEY_CHECK],
     step: u32,
     noise: N,
 }
@@ -48,6 +60,17 @@ fn blt<'m>(mechanism: &Mechanism<'m>) -> Result<Blt<'m>, Error> {
     match mechanism.decoder {
         Decoder::Blt(d) => Ok(d),
         _ => Err(Error::UnsupportedDecoder),
+    }
+}
+
+/// The steps a BLT stream releases: the blob's `steps`, or for a sensitivity valid for every
+/// horizon (`SensitivityMethod::BltTailBound`) `u32::MAX`, the step counter's own limit — the
+/// stream never stops earlier, and refuses the step after it rather than reuse a noise row.
+pub(crate) fn horizon(mechanism: &Mechanism<'_>) -> u32 {
+    if mechanism.header.sensitivity.method.covers_every_horizon() {
+        u32::MAX
+    } else {
+        mechanism.header.steps
     }
 }
 
@@ -94,13 +117,14 @@ impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
         let (sum, compensation) = rest.split_at_mut(dim);
         Ok(Self {
             decoder,
-            horizon: h.steps,
+            horizon: horizon(&mechanism),
             dim,
             clip_norm: scales.clip_norm,
             noise_scale: scales.noise,
             buffers,
             sum,
             compensation,
+            newest: [0.0; KEY_CHECK],
             step: 0,
             noise,
         })
@@ -137,6 +161,9 @@ impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
         let d = self.dim;
         for (c, out) in release.iter_mut().enumerate() {
             let z = *out;
+            if let Some(tag) = self.newest.get_mut(c) {
+                *tag = z;
+            }
             let mut w = z;
             for (j, (theta, omega)) in self
                 .decoder
@@ -169,7 +196,8 @@ impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
         self.step
     }
 
-    /// The horizon the blob's sensitivity covers.
+    /// The horizon the blob's sensitivity covers: its `steps`, or `u32::MAX` (the step
+    /// counter's limit) for a blob whose sensitivity holds for every horizon.
     pub fn horizon(&self) -> u32 {
         self.horizon
     }
@@ -177,5 +205,53 @@ impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
     /// The dimension `d`.
     pub fn dim(&self) -> usize {
         self.dim
+    }
+
+    /// The clip norm `ζ`, as the stream applies it (`f32`).
+    pub fn clip_norm(&self) -> f32 {
+        self.clip_norm
+    }
+}
+
+/// The raw state, for [`checkpoint`](crate::checkpoint) only.
+impl<'m, N: NoiseSource> BltStream<'m, '_, N> {
+    pub(crate) fn decoder(&self) -> &Blt<'m> {
+        &self.decoder
+    }
+
+    /// `σ·ζ·sens`, as the stream applies it (`f32`).
+    pub(crate) fn noise_scale(&self) -> f32 {
+        self.noise_scale
+    }
+
+    /// The `m·d` buffers, the running sum, its compensation and the first
+    /// `min(d, KEY_CHECK)` coordinates of the last noise row, as the four parts of a
+    /// checkpoint's state.
+    pub(crate) fn state(&self) -> [&[f32]; 4] {
+        let tag = self.dim.min(KEY_CHECK);
+        [
+            self.buffers,
+            self.sum,
+            self.compensation,
+            self.newest.get(..tag).unwrap_or(&[]),
+        ]
+    }
+
+    /// The step and the state of [`state`](Self::state), to restore.
+    pub(crate) fn state_mut(&mut self) -> (&mut u32, [&mut [f32]; 4]) {
+        let tag = self.dim.min(KEY_CHECK);
+        (
+            &mut self.step,
+            [
+                self.buffers,
+                self.sum,
+                self.compensation,
+                self.newest.get_mut(..tag).unwrap_or(&mut []),
+            ],
+        )
+    }
+
+    pub(crate) fn noise_mut(&mut self) -> &mut N {
+        &mut self.noise
     }
 }

@@ -42,10 +42,17 @@
 //! the stream's [`NoiseSource`] regenerates ([`Error::CheckpointKeyMismatch`]). Resuming under a
 //! different decoder would release noise `B̂ z` of no analysed `B̂`.
 //!
-//! The same rules, wire format and methods hold for [`BandMfStream`] (decoder 3), whose ring
-//! holds `w = C⁻¹z` rather than `z`: its newest row `w_{t−1}` is recomputed from the regenerated
-//! `z_{t−1}` and the `b̂ − 1` rows before it, with the step's own operations, and must match bit
-//! for bit.
+//! The same rules, wire format and methods hold for every form, and for [`Replay`](crate::Replay),
+//! which dispatches to them; only the key check differs:
+//!
+//! - [`BandMfStream`] (decoder 3): the ring holds `w = C⁻¹z` rather than `z`; its newest row
+//!   `w_{t−1}` is recomputed from the regenerated `z_{t−1}` and the `b̂ − 1` rows before it, with
+//!   the step's own operations, and must match bit for bit.
+//! - [`BltStream`] (decoder 2): the buffers mix every past row, so none can be read back; the
+//!   checkpoint ends with the first `min(d, 8)` coordinates of `z_{t−1}` (kept by the stream),
+//!   which must equal the key's regeneration.
+//! - [`FftStream`] (decoder 1): the current block's noise `B̂_m z_block` is recomputed for the
+//!   first two coordinates (one transform) and must match over all `m` rows, bit for bit.
 //!
 //! ```
 //! use mfc_runtime::{BlobFingerprint, Error, ReleaseCounter, Stream, epoch_noise};
@@ -102,6 +109,13 @@
 //! `b̂·d` f32 — ring slots `0..b̂`, slot `t mod b̂` holding `w_t` — and, for the prefix sum, the
 //! running sum and its compensation (`2·d` f32): `14 + ≤ 50 + 4·(b̂ + 2)·d + 4` bytes.
 //!
+//! A [`BltStream`]'s has `h = m` (buffers), `r = 0`, then the `m·d` buffers (buffer `j` of
+//! coordinate `c` at `j·d + c`), the running sum, its compensation, and the first `min(d, 8)`
+//! coordinates of the last noise row `z_{t−1}` (zero at step 0): `14 + ≤ 50 + 4·((m + 2)·d +
+//! min(d, 8)) + 4` bytes. An [`FftStream`]'s has `h = m` (the block), `r = 0`, then the current
+//! block's noise (`m·d`, row-major), the carry, the running sum and its compensation: `14 + ≤
+//! 50 + 4·(m + 3)·d + 4` bytes (the spectra come from the blob, the draws are scratch).
+//!
 //! The frame is checked (magic, version, length, checksum) before the payload is parsed; bytes
 //! after the checksum are ignored, so a whole flash slot may be passed. Version 1 (before the
 //! compensation) is refused with [`Error::UnsupportedCheckpointVersion`]: its sum alone would
@@ -116,6 +130,8 @@ use serde::{Deserialize, Serialize};
 use mfc_formats::{Decoder, F32Table, Mechanism, Validated};
 
 use crate::bandmf::{BandMfStream, forward_substitution};
+use crate::blt::BltStream;
+use crate::fft::FftStream;
 use crate::noise::{ChaChaNoise, KEY_WORD, NoiseSource};
 use crate::{Error, Stream};
 
@@ -129,7 +145,7 @@ const PREFIX_LEN: usize = 14;
 /// The largest postcard encoding of [`Head`]: 5 + 4 + 5 + 10 + 1 + 5 + 5 + 10 + 5.
 const MAX_HEAD_LEN: usize = 50;
 /// Coordinates of the newest noise row compared with the key's regeneration on restore.
-const KEY_CHECK: usize = 8;
+pub(crate) const KEY_CHECK: usize = 8;
 
 /// The CRC-32 of checkpoints: the blob's (ISO-HDLC), but table-driven on every target, since a
 /// device checkpoints every step while it checks its blob once (the formats crate computes it bit
@@ -261,13 +277,10 @@ pub struct BlobFingerprint<'m> {
 impl<'m> BlobFingerprint<'m> {
     /// Parses and validates a blob ([`Mechanism::from_bytes`]) and fingerprints it with the
     /// CRC-32 stored in it — which the parse has just verified, so this costs nothing more.
-    /// Refuses the forms without checkpoints (FFT, BLT) with [`Error::UnsupportedDecoder`].
+    /// Every decoder form has checkpoints.
     pub fn load(blob: &'m [u8]) -> Result<(Validated<'m>, Self), Error> {
         let mechanism = Mechanism::from_bytes(blob)?;
         let decoder = mechanism.decoder;
-        if !matches!(decoder, Decoder::BandedLowRank(_) | Decoder::BandMf(_)) {
-            return Err(Error::UnsupportedDecoder);
-        }
         let crc32 = blob
             .len()
             .checked_sub(mfc_formats::CHECKSUM_LEN)
@@ -278,7 +291,11 @@ impl<'m> BlobFingerprint<'m> {
         let fingerprint = Self {
             crc32,
             decoder,
-            steps: mechanism.header.steps,
+            // The horizon the stream stops at (for a BLT valid for every horizon, u32::MAX).
+            steps: match decoder {
+                Decoder::Blt(_) => crate::blt::horizon(&mechanism),
+                _ => mechanism.header.steps,
+            },
             clip_norm: crate::stream::clip_norm(&mechanism)?,
         };
         Ok((mechanism, fingerprint))
@@ -308,6 +325,16 @@ impl<'m> BlobFingerprint<'m> {
                     && ours.bands == theirs.bands
                     && same(ours.encoder, theirs.encoder)
             }
+            (Decoder::Blt(ours), Decoder::Blt(theirs)) => {
+                same(ours.theta, theirs.theta) && same(ours.omega, theirs.omega)
+            }
+            (Decoder::Fft(ours), Decoder::Fft(theirs)) => {
+                ours.kind == theirs.kind
+                    && ours.block == theirs.block
+                    && ours.stamps == theirs.stamps
+                    && same(ours.kernel, theirs.kernel)
+                    && same(ours.generator, theirs.generator)
+            }
             _ => false,
         };
         decoder
@@ -316,12 +343,13 @@ impl<'m> BlobFingerprint<'m> {
     }
 }
 
-mod sealed {
+pub(crate) mod sealed {
     pub trait Sealed {}
 }
 
-/// A stream with checkpoints: [`Stream`] (banded plus low rank) and [`BandMfStream`]. Sealed;
-/// what [`ReleaseCounter::record`] reads.
+/// A stream with checkpoints: [`Stream`] (banded plus low rank), [`BltStream`], [`FftStream`],
+/// [`BandMfStream`] and [`Replay`](crate::Replay). Sealed; what [`ReleaseCounter::record`]
+/// reads.
 pub trait Resumable: sealed::Sealed {
     /// Steps computed so far.
     fn steps_released(&self) -> u32;
@@ -350,6 +378,8 @@ pub(crate) trait Checkpointable: Resumable {
 
 impl<N: NoiseSource> sealed::Sealed for Stream<'_, '_, N> {}
 impl<N: NoiseSource> sealed::Sealed for BandMfStream<'_, '_, N> {}
+impl<N: NoiseSource> sealed::Sealed for BltStream<'_, '_, N> {}
+impl<N: NoiseSource> sealed::Sealed for FftStream<'_, '_, N> {}
 
 impl<N: NoiseSource> Resumable for Stream<'_, '_, N> {
     fn steps_released(&self) -> u32 {
@@ -360,6 +390,18 @@ impl<N: NoiseSource> Resumable for Stream<'_, '_, N> {
 impl<N: NoiseSource> Resumable for BandMfStream<'_, '_, N> {
     fn steps_released(&self) -> u32 {
         BandMfStream::steps_released(self)
+    }
+}
+
+impl<N: NoiseSource> Resumable for BltStream<'_, '_, N> {
+    fn steps_released(&self) -> u32 {
+        BltStream::steps_released(self)
+    }
+}
+
+impl<N: NoiseSource> Resumable for FftStream<'_, '_, N> {
+    fn steps_released(&self) -> u32 {
+        FftStream::steps_released(self)
     }
 }
 
@@ -463,6 +505,87 @@ impl<N: NoiseSource> Checkpointable for BandMfStream<'_, '_, N> {
             let w = forward_substitution(z[k], row, newest, |l| at(newest - l));
             w.to_bits() == at(newest).to_bits()
         })
+    }
+}
+
+impl<N: NoiseSource> Checkpointable for BltStream<'_, '_, N> {
+    fn decoder(&self) -> Decoder<'_> {
+        Decoder::Blt(*BltStream::decoder(self))
+    }
+    fn horizon(&self) -> u32 {
+        BltStream::horizon(self)
+    }
+    fn clip_norm(&self) -> f32 {
+        BltStream::clip_norm(self)
+    }
+    fn noise_scale(&self) -> f32 {
+        BltStream::noise_scale(self)
+    }
+    fn dim(&self) -> usize {
+        BltStream::dim(self)
+    }
+    fn offset(&self) -> u64 {
+        0
+    }
+    fn whole_row(&self) -> bool {
+        true
+    }
+    fn shape(&self) -> (u32, u32) {
+        (BltStream::decoder(self).buffers() as u32, 0)
+    }
+    fn state(&self) -> [&[f32]; 4] {
+        BltStream::state(self)
+    }
+    fn state_mut(&mut self) -> (&mut u32, [&mut [f32]; 4]) {
+        BltStream::state_mut(self)
+    }
+    /// The buffers mix every past row, so the state ends with the first coordinates of
+    /// `z_{step−1}` itself (after `(m + 2)·d` floats), regenerated here.
+    fn key_matches(&mut self, step: u32, word: &dyn Fn(usize) -> f32) -> bool {
+        let dim = BltStream::dim(self);
+        let Some(at) = (BltStream::decoder(self).buffers() + 2).checked_mul(dim) else {
+            return false;
+        };
+        let (row, len) = regenerate(self.noise_mut(), step as usize - 1, 0, dim);
+        (0..len).all(|k| row[k].to_bits() == word(at + k).to_bits())
+    }
+}
+
+impl<N: NoiseSource> Checkpointable for FftStream<'_, '_, N> {
+    fn decoder(&self) -> Decoder<'_> {
+        Decoder::Fft(*FftStream::decoder(self))
+    }
+    fn horizon(&self) -> u32 {
+        FftStream::horizon(self)
+    }
+    fn clip_norm(&self) -> f32 {
+        FftStream::clip_norm(self)
+    }
+    fn noise_scale(&self) -> f32 {
+        FftStream::noise_scale(self)
+    }
+    fn dim(&self) -> usize {
+        FftStream::dim(self)
+    }
+    fn offset(&self) -> u64 {
+        0
+    }
+    fn whole_row(&self) -> bool {
+        true
+    }
+    fn shape(&self) -> (u32, u32) {
+        (FftStream::decoder(self).block, 0)
+    }
+    fn state(&self) -> [&[f32]; 4] {
+        FftStream::state(self)
+    }
+    fn state_mut(&mut self) -> (&mut u32, [&mut [f32]; 4]) {
+        FftStream::state_mut(self)
+    }
+    /// The block noise is `B̂_m` of the block's draws: the first two coordinates of the block of
+    /// `step − 1` are recomputed and compared.
+    fn key_matches(&mut self, step: u32, word: &dyn Fn(usize) -> f32) -> bool {
+        FftStream::key_matches(self, step, word)
     }
 }
 
@@ -703,6 +826,8 @@ macro_rules! checkpoint_methods {
 
 checkpoint_methods!(Stream, "(h + r + 2)·d");
 checkpoint_methods!(BandMfStream, "(b̂ + 2)·d");
+checkpoint_methods!(BltStream, "((m + 2)·d + min(d, 8))");
+checkpoint_methods!(FftStream, "(m + 3)·d");
 
 #[cfg(test)]
 mod tests {

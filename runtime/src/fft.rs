@@ -32,6 +32,9 @@
 //! Mechanism 2 (spectra computed once, and scratch). The banded form needs `(h + r + 2)·d` and
 //! `O(h + r)` work per step and coordinate; this one `O(m·d)` memory and `O(log m)` amortized work
 //! per step and coordinate, concentrated in the first step of each block.
+//!
+//! [`FftStream::checkpoint`] and [`FftStream::restore`] ([`crate::checkpoint`]) save and load
+//! the `(m + 3)·d` floats of state; the spectra are recomputed from the blob.
 
 use bytemuck::try_cast_slice_mut;
 use mfc_formats::{Decoder, F32Table, Fft, FftKind, Mechanism, Validated, Workload};
@@ -213,6 +216,11 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
         self.dim
     }
 
+    /// Whether the stream releases prefix sums (else only noise, [`step_noise`](Self::step_noise)).
+    pub fn releases_prefix_sums(&self) -> bool {
+        self.prefix_sum
+    }
+
     fn check_step(&self, out: &[f32]) -> Result<(), Error> {
         check_step(self.step, self.horizon, self.dim, out)
     }
@@ -261,54 +269,134 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
     /// coordinates share one complex transform: `c` in the real parts, `c + 1` in the imaginary
     /// parts, never mixed by a product with a real sequence's spectrum.
     fn fill_block(&mut self, block: u64) -> Result<(), Error> {
-        let (m, d) = (self.block, self.dim);
-        let size = self.spectra.len() / buffers_for(self.decoder.kind);
-        let two_m = 2 * m;
+        let d = self.dim;
         for c in (0..d).step_by(2) {
-            let (kernel, rest) = self.spectra.split_at_mut(size);
-            let (a, rest) = rest.split_at_mut(size);
-            self.noise
-                .fill_standard_normal(block, c as u64 * two_m as u64, self.draws);
-            load(a, self.draws);
-            if c + 1 < d {
-                self.noise
-                    .fill_standard_normal(block, (c as u64 + 1) * two_m as u64, self.draws);
-                for (v, &z) in a.iter_mut().zip(self.draws.iter()) {
-                    v.im = z;
-                }
-            }
-            fft(a, false)?;
-            for (v, k) in a.iter_mut().zip(kernel.iter()) {
-                *v *= *k;
-            }
-            fft(a, true)?;
-            let mut x0 = 1.0;
-            if let FftKind::OptimalDecoder = self.decoder.kind {
-                let (x, rest) = rest.split_at_mut(size);
-                let (x_tilde, b) = rest.split_at_mut(size);
-                gohberg_semencul(a, b, x, x_tilde, m)?;
-                x0 = self.decoder.generator.get(0).unwrap_or(1.0);
-            }
-            let cumulative = matches!(self.decoder.kind, FftKind::OptimalDecoder);
-            let (mut re, mut im) = (0.0f32, 0.0f32);
-            let rows = self.block_noise.chunks_exact_mut(d).zip(a.iter()).take(m);
-            for (row, v) in rows {
-                if cumulative {
-                    re += v.re / x0;
-                    im += v.im / x0;
-                } else {
-                    (re, im) = (v.re, v.im);
-                }
-                if let Some(w) = row.get_mut(c) {
-                    *w = re;
-                }
-                if let Some(w) = row.get_mut(c + 1) {
-                    *w = im;
-                }
-            }
+            let rows = &mut *self.block_noise;
+            block_pair(
+                &self.decoder,
+                &mut self.noise,
+                self.draws,
+                self.spectra,
+                (self.block, d, block, c),
+                |r, re, im| {
+                    if let Some(row) = rows.get_mut(r * d..(r + 1) * d) {
+                        if let Some(w) = row.get_mut(c) {
+                            *w = re;
+                        }
+                        if let Some(w) = row.get_mut(c + 1) {
+                            *w = im;
+                        }
+                    }
+                },
+            )?;
         }
         Ok(())
     }
+}
+
+/// The raw state, for [`checkpoint`](crate::checkpoint) only.
+impl<'m, N: NoiseSource> FftStream<'m, '_, N> {
+    pub(crate) fn decoder(&self) -> &Fft<'m> {
+        &self.decoder
+    }
+
+    /// `σ·ζ·sens`, as the stream applies it (`f32`).
+    pub(crate) fn noise_scale(&self) -> f32 {
+        self.noise_scale
+    }
+
+    /// The clip norm `ζ`, as the stream applies it (`f32`).
+    pub fn clip_norm(&self) -> f32 {
+        self.clip_norm
+    }
+
+    /// The current block's noise (`m·d`), the carry, the running sum and its compensation, as
+    /// the four parts of a checkpoint's state. The spectra are the blob's, the draws scratch.
+    pub(crate) fn state(&self) -> [&[f32]; 4] {
+        [self.block_noise, self.carry, self.sum, self.compensation]
+    }
+
+    /// The step and the state of [`state`](Self::state), to restore.
+    pub(crate) fn state_mut(&mut self) -> (&mut u32, [&mut [f32]; 4]) {
+        (
+            &mut self.step,
+            [self.block_noise, self.carry, self.sum, self.compensation],
+        )
+    }
+
+    /// Whether the block noise of a checkpoint at `step > 0` (state float `k` is `word(k)`) is
+    /// the one this stream's key generates: the block of step `step − 1` is recomputed for the
+    /// first two coordinates (one transform, the step's own operations) and compared bit for bit
+    /// over all its `m` rows. Touches only scratch (draws, transform buffers).
+    pub(crate) fn key_matches(&mut self, step: u32, word: &dyn Fn(usize) -> f32) -> bool {
+        let (m, d) = (self.block, self.dim);
+        let block = u64::from(step - 1) / m as u64;
+        let mut same = true;
+        let result = block_pair(
+            &self.decoder,
+            &mut self.noise,
+            self.draws,
+            self.spectra,
+            (m, d, block, 0),
+            |r, re, im| {
+                same &= word(r * d).to_bits() == re.to_bits();
+                if d > 1 {
+                    same &= word(r * d + 1).to_bits() == im.to_bits();
+                }
+            },
+        );
+        result.is_ok() && same
+    }
+}
+
+/// The block noise `w_r` (`r < m`) of coordinates `c` (real part) and `c + 1` (imaginary part;
+/// zero past `d`) of block `block`, handed to `sink(r, w_r[c], w_r[c + 1])`, with `draws` and
+/// the scratch part of `spectra` as scratch; `(m, d, block, c)` is `shape`.
+fn block_pair<N: NoiseSource>(
+    decoder: &Fft<'_>,
+    noise: &mut N,
+    draws: &mut [f32],
+    spectra: &mut [Complex32],
+    shape: (usize, usize, u64, usize),
+    mut sink: impl FnMut(usize, f32, f32),
+) -> Result<(), Error> {
+    let (m, d, block, c) = shape;
+    let size = spectra.len() / buffers_for(decoder.kind);
+    let two_m = 2 * m;
+    let (kernel, rest) = spectra.split_at_mut(size);
+    let (a, rest) = rest.split_at_mut(size);
+    noise.fill_standard_normal(block, c as u64 * two_m as u64, draws);
+    load(a, draws);
+    if c + 1 < d {
+        noise.fill_standard_normal(block, (c as u64 + 1) * two_m as u64, draws);
+        for (v, &z) in a.iter_mut().zip(draws.iter()) {
+            v.im = z;
+        }
+    }
+    fft(a, false)?;
+    for (v, k) in a.iter_mut().zip(kernel.iter()) {
+        *v *= *k;
+    }
+    fft(a, true)?;
+    let mut x0 = 1.0;
+    if let FftKind::OptimalDecoder = decoder.kind {
+        let (x, rest) = rest.split_at_mut(size);
+        let (x_tilde, b) = rest.split_at_mut(size);
+        gohberg_semencul(a, b, x, x_tilde, m)?;
+        x0 = decoder.generator.get(0).unwrap_or(1.0);
+    }
+    let cumulative = matches!(decoder.kind, FftKind::OptimalDecoder);
+    let (mut re, mut im) = (0.0f32, 0.0f32);
+    for (r, v) in a.iter().take(m).enumerate() {
+        if cumulative {
+            re += v.re / x0;
+            im += v.im / x0;
+        } else {
+            (re, im) = (v.re, v.im);
+        }
+        sink(r, re, im);
+    }
+    Ok(())
 }
 
 fn buffers_for(kind: FftKind) -> usize {

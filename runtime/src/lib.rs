@@ -67,7 +67,9 @@
 //!   nothing).
 //!
 //! A device resumes a stream after a reboot with [`checkpoint`]: see its rules on keys, stale
-//! checkpoints and the release counter.
+//! checkpoints and the release counter. [`Replay`] opens a blob of any decoder form and
+//! dispatches to the form's stream ([`replay`] documents the guarantees every form shares); the
+//! C library and `mfc simulate` use it.
 #![no_std]
 #![forbid(unsafe_code)]
 
@@ -86,6 +88,7 @@ pub mod parallel;
 #[cfg(feature = "parallel")]
 pub mod prefetch;
 pub mod privacy;
+pub mod replay;
 pub mod stream;
 mod sum;
 mod ziggurat;
@@ -101,4 +104,5 @@ pub use mfc_formats::{Mechanism, Validated};
 #[cfg(feature = "insecure-simulation")]
 pub use noise::InsecureSimulationNoise;
 pub use noise::{ChaChaNoise, NoiseSource};
+pub use replay::Replay;
 pub use stream::{Stream, Workspace};

@@ -269,6 +269,12 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
         Ok(())
     }
 
+    /// Whether [`step`](Self::step) releases prefix sums (else only
+    /// [`step_noise`](Self::step_noise) is available).
+    pub fn releases_prefix_sums(&self) -> bool {
+        self.prefix_sum
+    }
+
     /// Steps released so far.
     pub fn steps_released(&self) -> u32 {
         self.step

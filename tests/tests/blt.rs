@@ -223,3 +223,79 @@ fn min_separation_blob_sensitivity_is_at_least_brute_force() {
         }
     }
 }
+
+/// `--horizon unbounded` (issue 19): the bound for every horizon is at least the sensitivity
+/// computed directly over 10⁶ steps from the same stored parameters, and within 0.1% of it; the
+/// blob it makes records it with `BltTailBound`, and its stream does not stop at the design
+/// steps: it runs past them, checkpoints and restores.
+#[test]
+fn an_unbounded_horizon_bound_covers_a_million_steps_within_a_thousandth() {
+    use mfc_compiler::toeplitz::{compile_blt_unbounded, unbounded_sensitivity};
+    use mfc_formats::SensitivityMethod;
+    use mfc_runtime::{BlobFingerprint, ReleaseCounter, epoch_noise};
+    let single = Participation::Single;
+    for (n, buffers) in [(48, 4), (256, 6), (1024, 3)] {
+        let blt = optimize_blt(n, buffers, &single).unwrap();
+        let unbounded = compile_blt_unbounded(&blt, n, &single).unwrap();
+        let direct = compile_blt(&blt, n, 1_000_000, &single).unwrap();
+        let bound = unbounded_sensitivity(&unbounded.blt).unwrap();
+        eprintln!(
+            "n = {n}, m = {buffers}: bound {:.12} (head over T = {}, tail {:.3e}, ‖A^{}‖ ≤ {:.3}), direct at 10⁶ {:.12}",
+            unbounded.sensitivity,
+            bound.head_steps,
+            bound.tail,
+            bound.power,
+            bound.contraction,
+            direct.sensitivity
+        );
+        assert_eq!(unbounded.sensitivity, bound.value);
+        assert!(unbounded.sensitivity >= direct.sensitivity);
+        assert!(unbounded.sensitivity <= 1.001 * direct.sensitivity);
+        assert!(unbounded.every_horizon);
+        assert_eq!(
+            unbounded.sensitivity_method,
+            SensitivityMethod::BltTailBound
+        );
+        // The blob: no horizon for the runtime, steps past the design steps, a restore there.
+        let options = BlobOptions {
+            clip_norm: 2.0,
+            calibration: Some(Calibration {
+                noise_multiplier: 0.8,
+                target: None,
+            }),
+            ..BlobOptions::default()
+        };
+        let bytes = encode_blt(&unbounded, &options).unwrap();
+        let (mechanism, fp) = BlobFingerprint::load(&bytes).unwrap();
+        assert_eq!(mechanism.header.steps as usize, n);
+        let counter = ReleaseCounter::new(1, 0);
+        let len = BltStream::<ChaChaNoise>::workspace_len(&mechanism, 2).unwrap();
+        let mut ws = vec![0.0f32; len];
+        let noise = epoch_noise(&[7; 32], &counter).unwrap();
+        let mut stream = BltStream::new(mechanism, 2, &mut ws, noise).unwrap();
+        assert_eq!(stream.horizon(), u32::MAX);
+        let mut out = [0.0f32; 2];
+        let mut releases = Vec::new();
+        for t in 0..3 * n {
+            stream.step(&[1.0, (t % 3) as f32], &mut out).unwrap();
+            releases.push(out);
+        }
+        let mut slot = vec![0u8; stream.checkpoint_capacity()];
+        stream.checkpoint(&fp, &counter, &mut slot).unwrap();
+        let mut resumed_ws = vec![0.0f32; len];
+        let noise = epoch_noise(&[7; 32], &counter).unwrap();
+        let mut resumed = BltStream::new(mechanism, 2, &mut resumed_ws, noise).unwrap();
+        resumed.restore(&fp, &slot, &counter).unwrap();
+        assert_eq!(resumed.steps_released() as usize, 3 * n);
+        for t in 3 * n..3 * n + 8 {
+            stream.step(&[1.0, (t % 3) as f32], &mut out).unwrap();
+            let mut again = [0.0f32; 2];
+            resumed.step(&[1.0, (t % 3) as f32], &mut again).unwrap();
+            assert_eq!(out, again);
+        }
+    }
+    // The bound is proven for single participation only.
+    let blt = optimize_blt(48, 4, &single).unwrap();
+    let min_sep = Participation::min_separation(4, 12).unwrap();
+    assert!(compile_blt_unbounded(&blt, 48, &min_sep).is_err());
+}

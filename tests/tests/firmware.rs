@@ -13,8 +13,9 @@
 //! clipping) come from the same `libm` crate on both sides, or are correctly rounded (`sqrtf`). A
 //! mismatch is therefore a real divergence, not rounding noise.
 //!
-//! `MFC_FIRMWARE_LOG`, `MFC_FIRMWARE_BANDMF_LOG` and `MFC_FIRMWARE_DRIFT_LOG` name the captured
-//! QEMU outputs of the two telemetry builds and the long-horizon (`drift`) firmware;
+//! `MFC_FIRMWARE_LOG`, `MFC_FIRMWARE_BANDMF_LOG`, `MFC_FIRMWARE_BLT_LOG` and
+//! `MFC_FIRMWARE_DRIFT_LOG` name the captured QEMU outputs of the three telemetry builds and the
+//! long-horizon (`drift`) firmware;
 //! `.ci/firmware.sh` sets them and runs the comparisons. Built with `CI=true` (`.ci/run`) the comparisons are ordinary tests and fail when a
 //! log is missing; otherwise they are ignored (listed as such by `cargo test`), and the host-side
 //! checks run alone: the firmware's reboot protocol replayed on the host equals the uninterrupted
@@ -25,7 +26,7 @@ use std::path::PathBuf;
 
 use mfc_runtime::checkpoint::BlobFingerprint;
 use mfc_runtime::{
-    BandMfStream, ChaChaNoise, Error, Mechanism, ReleaseCounter, Stream, epoch_noise,
+    BandMfStream, BltStream, ChaChaNoise, Error, Mechanism, ReleaseCounter, Stream, epoch_noise,
 };
 
 #[path = "../../examples/firmware/src/scenario.rs"]
@@ -49,8 +50,8 @@ fn line(step: u32, release: &[f32]) -> String {
     s
 }
 
-/// The firmware's two runs on the host, for one stream type (`Stream` or `BandMfStream`, which
-/// share these methods): `reference`, the uninterrupted stream of epoch 1, one release line per
+/// The firmware's two runs on the host, for one stream type (`Stream`, `BandMfStream` or
+/// `BltStream`, which share these methods; the firmware replays them through `Replay`): `reference`, the uninterrupted stream of epoch 1, one release line per
 /// step; `with_reboot`, the firmware's protocol — step → checkpoint → count → emit, a reboot after
 /// `REBOOT_AFTER` steps, the stale checkpoint refused, the newest restored.
 macro_rules! protocol {
@@ -80,7 +81,7 @@ macro_rules! protocol {
                 let mut counter = ReleaseCounter::FACTORY.cold_start().unwrap();
                 let len = $stream::<ChaChaNoise>::workspace_len(&mechanism, DIM).unwrap();
                 let mut workspace = vec![0.0f32; len];
-                let (mut newest, mut older) = (vec![0u8; 68 + 4 * len], Vec::new());
+                let (mut newest, mut older) = (vec![0u8; 68 + 4 * (len + 8)], Vec::new());
                 let (mut input, mut release) = ([0.0f32; DIM], [0.0f32; DIM]);
                 let mut lines = Vec::new();
                 {
@@ -122,6 +123,7 @@ macro_rules! protocol {
 }
 protocol!(banded, Stream);
 protocol!(bandmf, BandMfStream);
+protocol!(blt, BltStream);
 
 #[test]
 fn the_firmware_protocol_with_a_reboot_equals_the_uninterrupted_stream() {
@@ -133,6 +135,10 @@ fn the_firmware_protocol_with_a_reboot_equals_the_uninterrupted_stream() {
     let reference = bandmf::reference(&bytes);
     assert_eq!(reference.len(), 64);
     assert_eq!(bandmf::with_reboot(&bytes), reference);
+    let bytes = blob("blt.mfc");
+    let reference = blt::reference(&bytes);
+    assert_eq!(reference.len(), 64);
+    assert_eq!(blt::with_reboot(&bytes), reference);
 }
 
 /// The QEMU output named by the environment variable `var`; panics (the test fails) when it is
@@ -301,4 +307,15 @@ fn the_drift_firmware_output_under_qemu_equals_the_host_reference() {
         "the QEMU output differs from the host:\n{text}"
     );
     eprintln!("{} lines equal the host reference", got.len());
+}
+
+#[test]
+#[cfg_attr(
+    not(mfc_ci),
+    ignore = "needs MFC_FIRMWARE_BLT_LOG from .ci/firmware.sh, which runs it (required with CI=true)"
+)]
+fn the_blt_firmware_output_under_qemu_equals_the_host_reference() {
+    let bytes = blob("blt.mfc");
+    let text = qemu_log("MFC_FIRMWARE_BLT_LOG");
+    compare_log(&text, &bytes, &blt::reference(&bytes));
 }

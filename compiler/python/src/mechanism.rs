@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use mfc_compiler::participation::Participation;
-use mfc_compiler::pipeline::{CompileRequest, Event, Schema, compile_request};
+use mfc_compiler::pipeline::{CompileRequest, Event, Horizon, Schema, compile_request};
 use mfc_compiler::report::{method_description, neighbouring_name, privacy_unit};
 use mfc_compiler::workload::Workload;
 use mfc_formats::{Mechanism as Blob, Validated};
@@ -238,6 +238,17 @@ fn keyword_names(why: &str) -> String {
     out
 }
 
+/// A refusal of the compiler, with the CLI's option names replaced by the keywords of
+/// [`compile`].
+fn keyword(e: mfc_compiler::Error) -> mfc_compiler::Error {
+    match e {
+        mfc_compiler::Error::InvalidOption(why) => {
+            mfc_compiler::Error::InvalidOption(keyword_names(&why))
+        }
+        e => e,
+    }
+}
+
 /// A value given as a number or a string (`stamps=4` or `stamps="auto"`).
 fn text(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
     value.map(|v| Ok(v.str()?.to_string())).transpose()
@@ -274,7 +285,7 @@ pub fn compile(
     max_bands: usize,
     toeplitz: bool,
     buffers: usize,
-    horizon: Option<usize>,
+    horizon: Option<Bound<'_, PyAny>>,
     clip_norm: f64,
     epsilon: Option<f64>,
     delta: Option<f64>,
@@ -323,7 +334,10 @@ pub fn compile(
         max_bands,
         toeplitz,
         buffers,
-        horizon,
+        horizon: match text(horizon.as_ref())? {
+            Some(t) => Some(Horizon::parse(&t).map_err(|e| Error::Compiler(keyword(e)))?),
+            None => None,
+        },
         band,
         rank,
         refine,
@@ -348,12 +362,7 @@ pub fn compile(
         let message = std::ffi::CString::new(line).unwrap_or_default();
         PyErr::warn(py, &category, &message, 1)?;
     }
-    let compiled = compiled.map_err(|e| match e {
-        mfc_compiler::Error::InvalidOption(why) => {
-            Error::Compiler(mfc_compiler::Error::InvalidOption(keyword_names(&why)))
-        }
-        e => Error::Compiler(e),
-    })?;
+    let compiled = compiled.map_err(|e| Error::Compiler(keyword(e)))?;
     let report = compiled.json(None);
     Ok(Mechanism::parse(
         compiled.blob,

@@ -14,15 +14,16 @@ pub fn exit(code: i32) -> ! {
 pub enum Form {
     /// Banded plus low rank, `(h, r)`: `Stream`, with checkpoint and restore.
     Banded { band_rank: (u32, u32) },
-    /// BLT with `m` buffers per coordinate: `BltStream`, which has no checkpoint or restore.
+    /// BLT with `m` buffers per coordinate: `BltStream`, with checkpoint and restore.
     Blt { buffers: usize },
+    /// FFT with blocks of `m` steps: `FftStream`, with checkpoint and restore.
+    Fft { block: u32 },
     /// BandMF with `b̂` bands, banded Toeplitz or general: `BandMfStream`, with checkpoint and
     /// restore.
     BandMf { bands: u32, toeplitz: bool },
 }
 
 /// The figures of a `bench` run; times are SysTick ticks (see `budget.sh` for instructions).
-/// `checkpointing` and `restoring` are 0 for a BLT stream, whose line leaves them out.
 #[cfg(feature = "bench")]
 pub struct Bench {
     pub steps: u32,
@@ -97,9 +98,9 @@ mod text {
         semihosting::println!("done: {steps} steps released");
     }
 
-    /// Banded: `bench h=… r=… d=… … checkpoint_total=… restore=… …`; BLT: `bench blt m=… d=…`
-    /// and the same fields without `checkpoint_total` and `restore`; BandMF: `bench bandmf b=…
-    /// kind=toeplitz|general d=…` and the banded fields.
+    /// Banded: `bench h=… r=… d=… … checkpoint_total=… restore=… …`; BLT: `bench blt m=… d=…`,
+    /// FFT: `bench fft m=… d=…`, BandMF: `bench bandmf b=… kind=toeplitz|general d=…`, each
+    /// followed by the banded fields.
     #[cfg(feature = "bench")]
     pub fn bench(b: &super::Bench) {
         match b.form {
@@ -136,7 +137,7 @@ mod text {
                 b.checksum
             ),
             super::Form::Blt { buffers } => semihosting::println!(
-                "bench blt m={} d={} steps={} workspace_floats={} stream_bytes={} stack_bytes={} ticks: load={} step_total={} empty={} checksum={:08x}",
+                "bench blt m={} d={} steps={} workspace_floats={} stream_bytes={} stack_bytes={} ticks: load={} step_total={} checkpoint_total={} restore={} empty={} checksum={:08x}",
                 buffers,
                 b.dim,
                 b.steps,
@@ -145,6 +146,23 @@ mod text {
                 b.stack_bytes,
                 b.load,
                 b.stepping,
+                b.checkpointing,
+                b.restoring,
+                b.empty,
+                b.checksum
+            ),
+            super::Form::Fft { block } => semihosting::println!(
+                "bench fft m={} d={} steps={} workspace_floats={} stream_bytes={} stack_bytes={} ticks: load={} step_total={} checkpoint_total={} restore={} empty={} checksum={:08x}",
+                block,
+                b.dim,
+                b.steps,
+                b.workspace_floats,
+                b.stream_bytes,
+                b.stack_bytes,
+                b.load,
+                b.stepping,
+                b.checkpointing,
+                b.restoring,
                 b.empty,
                 b.checksum
             ),
@@ -218,12 +236,25 @@ mod text {
                 b.empty
             ),
             super::Form::Blt { buffers } => defmt::info!(
-                "bench blt m={=usize} d={=usize} steps={=u32} stack_bytes={=usize} ticks: step_total={=u64} empty={=u64}",
+                "bench blt m={=usize} d={=usize} steps={=u32} stack_bytes={=usize} ticks: step_total={=u64} checkpoint_total={=u64} restore={=u64} empty={=u64}",
                 buffers,
                 b.dim,
                 b.steps,
                 b.stack_bytes,
                 b.stepping,
+                b.checkpointing,
+                b.restoring,
+                b.empty
+            ),
+            super::Form::Fft { block } => defmt::info!(
+                "bench fft m={=u32} d={=usize} steps={=u32} stack_bytes={=usize} ticks: step_total={=u64} checkpoint_total={=u64} restore={=u64} empty={=u64}",
+                block,
+                b.dim,
+                b.steps,
+                b.stack_bytes,
+                b.stepping,
+                b.checkpointing,
+                b.restoring,
                 b.empty
             ),
         }

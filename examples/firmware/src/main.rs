@@ -15,9 +15,10 @@
 //!
 //! Exit codes (through semihosting): 0 success, 2 a runtime error (e.g. the `corrupt-blob`
 //! build), 3 a hard fault, 101 a panic. With the `bench` feature it prints instruction counts
-//! instead (see `budget.sh`); the bench run also takes a BLT blob (`MFC_FIRMWARE_BLOB=blt.mfc`,
-//! replayed by `BltStream`, which has no checkpoint), the telemetry run a banded or a BandMF one
-//! (`MFC_FIRMWARE_BLOB=bandmf.mfc`, replayed by `BandMfStream` with the same protocol).
+//! instead (see `budget.sh`). The telemetry run replays a blob of any form through
+//! `mfc_runtime::Replay` with the same protocol (`MFC_FIRMWARE_BLOB=bandmf.mfc`, `blt.mfc`, an
+//! FFT blob); the bench run uses the form's own stream type (`Stream`, `BltStream`, `FftStream`,
+//! `BandMfStream`), so that the figures are that form's.
 #![no_std]
 #![no_main]
 // The bench build uses the loggers and the scenario only in part.
@@ -26,7 +27,7 @@
 // cortex-m provides the critical section that defmt's logger takes.
 use cortex_m as _;
 use cortex_m_rt::{ExceptionFrame, entry, exception};
-use mfc_runtime::{BlobFingerprint, Error, ReleaseCounter, epoch_noise};
+use mfc_runtime::{BlobFingerprint, Error, ReleaseCounter, Replay, epoch_noise};
 
 #[allow(dead_code)]
 mod config {
@@ -41,24 +42,24 @@ mod systick;
 use config::{DIM, WORKSPACE};
 use scenario::{REBOOT_AFTER, ROOT_SECRET, STALE_AFTER, events};
 
-#[cfg(all(mfc_form = "blt", not(feature = "bench")))]
-compile_error!(
-    "the telemetry run checkpoints, so it needs a banded or BandMF blob (MFC_FIRMWARE_BLOB or the \
-     size-blt feature chose a BLT one); BLT is bench only"
-);
-
-/// The stream of the embedded blob's form: both have checkpoints and the same methods.
-#[cfg(mfc_form = "bandmf")]
-type TelemetryStream<'m, 'w> = mfc_runtime::BandMfStream<'m, 'w, mfc_runtime::ChaChaNoise>;
-#[cfg(not(mfc_form = "bandmf"))]
-type TelemetryStream<'m, 'w> = mfc_runtime::Stream<'m, 'w, mfc_runtime::ChaChaNoise>;
+/// The stream of the bench run: the embedded blob's own form, so that the struct size and the
+/// code measured are that form's (the telemetry run replays any form through `Replay`).
+#[cfg(all(feature = "bench", mfc_form = "banded"))]
+type FormStream<'m, 'w> = mfc_runtime::Stream<'m, 'w, mfc_runtime::ChaChaNoise>;
+#[cfg(all(feature = "bench", mfc_form = "blt"))]
+type FormStream<'m, 'w> = mfc_runtime::BltStream<'m, 'w, mfc_runtime::ChaChaNoise>;
+#[cfg(all(feature = "bench", mfc_form = "fft"))]
+type FormStream<'m, 'w> = mfc_runtime::FftStream<'m, 'w, mfc_runtime::ChaChaNoise>;
+#[cfg(all(feature = "bench", mfc_form = "bandmf"))]
+type FormStream<'m, 'w> = mfc_runtime::BandMfStream<'m, 'w, mfc_runtime::ChaChaNoise>;
 
 /// The mechanism, in flash: `telemetry.mfc` (see `README.md` for the command that made it), or
 /// the blob named by `MFC_FIRMWARE_BLOB` at build time.
 static BLOB: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/blob.mfc"));
 
-/// Bytes of a checkpoint slot: `14 + 50 + 4·(floats of workspace) + 4`.
-const SLOT: usize = 68 + 4 * WORKSPACE;
+/// Bytes of a checkpoint slot: `14 + 50 + 4·(floats of state) + 4`, the state being at most the
+/// workspace and, for BLT, `min(d, 8)` noise values of the key check.
+const SLOT: usize = 68 + 4 * (WORKSPACE + 8);
 
 /// What survives a reboot: the release counter (monotonic storage) and two checkpoint slots
 /// (flash). Simulated in RAM.
@@ -102,7 +103,7 @@ fn run() -> Result<(), Error> {
     let mut step = 0;
     {
         let noise = epoch_noise(&ROOT_SECRET, &storage.counter)?;
-        let mut stream = TelemetryStream::new(mechanism, DIM, &mut workspace, noise)?;
+        let mut stream = Replay::open(mechanism, DIM, &mut workspace, noise)?;
         while step < REBOOT_AFTER {
             events(step, &mut input);
             stream.step(&input, &mut release)?;
@@ -119,7 +120,7 @@ fn run() -> Result<(), Error> {
     workspace.fill(f32::NAN);
     let (mechanism, blob) = BlobFingerprint::load(BLOB)?;
     let noise = epoch_noise(&ROOT_SECRET, &storage.counter)?;
-    let mut stream = TelemetryStream::new(mechanism, DIM, &mut workspace, noise)?;
+    let mut stream = Replay::open(mechanism, DIM, &mut workspace, noise)?;
     match stream.restore(&blob, &storage.older, &storage.counter) {
         Err(e @ Error::StaleCheckpoint { .. }) => log::refused(e),
         Err(e) => return Err(e),
@@ -143,7 +144,7 @@ fn run() -> Result<(), Error> {
 
 /// The budget run: instructions (SysTick under `qemu -icount`) for loading the blob, a step, a
 /// checkpoint and a restore; nothing is printed between the marks.
-#[cfg(all(feature = "bench", any(mfc_form = "banded", mfc_form = "bandmf")))]
+#[cfg(feature = "bench")]
 fn run() -> Result<(), Error> {
     use core::hint::black_box;
     let timer = systick::Timer::start();
@@ -156,7 +157,7 @@ fn run() -> Result<(), Error> {
     let mut input = [0.0f32; DIM];
     let mut release = [0.0f32; DIM];
     let noise = epoch_noise(&ROOT_SECRET, &counter)?;
-    let mut stream = TelemetryStream::new(mechanism, DIM, &mut workspace, noise)?;
+    let mut stream = FormStream::new(mechanism, DIM, &mut workspace, noise)?;
     let steps = stream.horizon();
     let (mut stepping, mut checkpointing, mut checksum) = (0u64, 0u64, 0u32);
     let stack = systick::StackProbe::paint();
@@ -174,7 +175,7 @@ fn run() -> Result<(), Error> {
     let stack_bytes = stack.used();
     drop(stream);
     let noise = epoch_noise(&ROOT_SECRET, &counter)?;
-    let mut stream = TelemetryStream::new(mechanism, DIM, &mut workspace, noise)?;
+    let mut stream = FormStream::new(mechanism, DIM, &mut workspace, noise)?;
     let t = timer.now();
     stream.restore(&blob, black_box(&slot), &counter)?;
     let restoring = timer.since(t);
@@ -191,59 +192,20 @@ fn run() -> Result<(), Error> {
             bands: config::BANDS,
             toeplitz: config::TOEPLITZ,
         },
+        #[cfg(mfc_form = "blt")]
+        form: log::Form::Blt {
+            buffers: config::BUFFERS,
+        },
+        #[cfg(mfc_form = "fft")]
+        form: log::Form::Fft {
+            block: config::BLOCK,
+        },
         workspace_floats: WORKSPACE,
-        stream_bytes: core::mem::size_of::<TelemetryStream<'_, '_>>(),
+        stream_bytes: core::mem::size_of::<FormStream<'_, '_>>(),
         load,
         stepping,
         checkpointing,
         restoring,
-        empty,
-        stack_bytes,
-        checksum,
-    });
-    Ok(())
-}
-
-/// The budget run of a BLT blob: instructions for loading the blob (`Mechanism::from_bytes`) and
-/// a step; a `BltStream` has no checkpoint or restore to time.
-#[cfg(all(feature = "bench", mfc_form = "blt"))]
-fn run() -> Result<(), Error> {
-    use core::hint::black_box;
-    use mfc_runtime::{BltStream, Mechanism};
-    let timer = systick::Timer::start();
-    let t = timer.now();
-    let mechanism = Mechanism::from_bytes(black_box(BLOB))?;
-    let load = timer.since(t);
-    let counter = ReleaseCounter::FACTORY.cold_start()?;
-    let mut workspace = [0.0f32; WORKSPACE];
-    let mut input = [0.0f32; DIM];
-    let mut release = [0.0f32; DIM];
-    let noise = epoch_noise(&ROOT_SECRET, &counter)?;
-    let mut stream = BltStream::new(mechanism, DIM, &mut workspace, noise)?;
-    let steps = stream.horizon();
-    let (mut stepping, mut checksum) = (0u64, 0u32);
-    let stack = systick::StackProbe::paint();
-    for step in 0..steps {
-        events(step, &mut input);
-        let t = timer.now();
-        stream.step(black_box(&input), &mut release)?;
-        stepping += timer.since(t);
-        checksum = scenario::fold_checksum(checksum, &release);
-    }
-    let stack_bytes = stack.used();
-    let empty = timer.overhead();
-    log::bench(&log::Bench {
-        steps,
-        dim: DIM,
-        form: log::Form::Blt {
-            buffers: config::BUFFERS,
-        },
-        workspace_floats: WORKSPACE,
-        stream_bytes: core::mem::size_of::<BltStream<'_, '_, mfc_runtime::ChaChaNoise>>(),
-        load,
-        stepping,
-        checkpointing: 0,
-        restoring: 0,
         empty,
         stack_bytes,
         checksum,

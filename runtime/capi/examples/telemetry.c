@@ -1,25 +1,29 @@
 /*
- * A C program replaying an .mfc blob through libmfc: d = 4 counters, one release per step, each
- * printed as the bit patterns of its f32 values (so the output can be compared exactly with the
- * Rust runtime: examples/examples/capi_reference.rs prints the same lines).
+ * A C program replaying an .mfc blob of any form through libmfc on a host: the telemetry scenario
+ * of scenario.h (d = 4 counters, checkpoint protocol, a simulated reboot), printed line by line.
+ * Release lines equal those of the Rust replay (examples/examples/capi_reference.rs); lines
+ * starting with '#' are diagnostics.
  *
  *   cargo build --release -p mfc-runtime-capi
  *   cc -O2 -I runtime/capi/include runtime/capi/examples/telemetry.c target/release/libmfc.a \
  *      -lpthread -ldl -lm -o target/telemetry
- *   target/telemetry mech.mfc
+ *   target/telemetry mech.mfc [MAX_STEPS]
+ *
+ * Exit code: 0 success, 2 a refused call (e.g. a corrupted blob), 1 a broken promise.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "mfc.h"
+#include "scenario.h"
 
-#define DIM 4
+static void emit(const char *line) {
+    puts(line);
+}
 
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: %s BLOB\n", argv[0]);
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: %s BLOB [MAX_STEPS]\n", argv[0]);
         return 2;
     }
     FILE *file = fopen(argv[1], "rb");
@@ -30,55 +34,6 @@ int main(int argc, char **argv) {
     static uint8_t blob[1 << 20];
     size_t blob_len = fread(blob, 1, sizeof blob, file);
     fclose(file);
-
-    size_t floats = 0;
-    MfcStatus status = mfc_workspace_len(blob, blob_len, DIM, &floats);
-    if (status != MFC_STATUS_OK) {
-        fprintf(stderr, "mfc_workspace_len: status %d\n", (int)status);
-        return 1;
-    }
-    float *workspace = calloc(floats, sizeof(float));
-    uint8_t seed[32];
-    memset(seed, 0x5a, sizeof seed); /* a device would read 32 bytes from its hardware RNG */
-    MfcStream *stream = NULL;
-    status = mfc_stream_new(blob, blob_len, DIM, workspace, floats, seed, &stream);
-    if (status != MFC_STATUS_OK) {
-        fprintf(stderr, "mfc_stream_new: status %d\n", (int)status);
-        return 1;
-    }
-    float input[DIM], release[DIM];
-    for (uint32_t step = 0;; step++) {
-        for (int c = 0; c < DIM; c++) {
-            float big = step % 3 == 0 ? 40.0f : 0.3f;
-            input[c] = big * (float)((int)((step * 7 + c * 3) % 11) - 5) / 5.0f;
-        }
-        status = mfc_stream_step(stream, input, release, DIM);
-        if (status == MFC_STATUS_STREAM_FINISHED) {
-            break;
-        }
-        if (status != MFC_STATUS_OK) {
-            fprintf(stderr, "mfc_stream_step: status %d\n", (int)status);
-            return 1;
-        }
-        printf("%u", step);
-        for (int c = 0; c < DIM; c++) {
-            uint32_t bits;
-            memcpy(&bits, &release[c], sizeof bits);
-            printf(" %08x", bits);
-        }
-        printf("\n");
-    }
-    /* A non-finite input after the end is refused with a status, not a crash. */
-    input[0] = 0.0f / 0.0f;
-    if (mfc_stream_step(stream, input, release, DIM) == MFC_STATUS_OK) {
-        return 1;
-    }
-    /* So is one buffer passed as both input and release (it would alias in the runtime). */
-    if (mfc_stream_step(stream, release, release, DIM) != MFC_STATUS_OVERLAP) {
-        return 1;
-    }
-    fprintf(stderr, "%u steps released\n", mfc_stream_steps_released(stream));
-    mfc_stream_free(stream);
-    free(workspace);
-    return 0;
+    uint32_t max_steps = argc == 3 ? (uint32_t)strtoul(argv[2], NULL, 10) : UINT32_MAX;
+    return run_scenario(blob, blob_len, max_steps, emit);
 }

@@ -12,22 +12,28 @@
 
 use mfc_runtime::checkpoint::{BlobFingerprint, MAGIC, ReleaseCounter, VERSION, epoch_noise};
 use mfc_runtime::formats::{Decoder, Workload};
-use mfc_runtime::{BandMfStream, ChaChaNoise, Error, Stream, Validated};
+use mfc_runtime::{BandMfStream, BltStream, ChaChaNoise, Error, FftStream, Stream, Validated};
 
 use super::{DIM, Replay, advance, step_past_horizon};
 
 /// The blobs checkpoints are restored against: a prefix sum with a low-rank part, one with a
-/// wider band, a custom workload (noise only), and two BandMF blobs (a banded Toeplitz prefix
-/// sum; a general encoder for momentum, whose stream keeps no running sum).
-pub const BLOBS: [&[u8]; 5] = [
+/// wider band, a custom workload (noise only), two BandMF blobs (a banded Toeplitz prefix sum; a
+/// general encoder for momentum, whose stream keeps no running sum), a BLT blob (whose checkpoint
+/// ends with the key tag) and two FFT blobs (circulant, optimal decoder; whose checkpoints hold
+/// the current block's noise).
+pub const BLOBS: [&[u8]; 8] = [
     include_bytes!("../seeds/blob/prefix_n8_h2_r1.mfc"),
     include_bytes!("../seeds/blob/prefix_n16_h3_r2.mfc"),
     include_bytes!("../seeds/blob/custom_n6_h2_r1.mfc"),
     include_bytes!("../seeds/blob/bandmf_toeplitz_n12_b4.mfc"),
     include_bytes!("../seeds/blob/bandmf_general_momentum_n10_b3.mfc"),
+    include_bytes!("../seeds/blob/blt_m3_n20.mfc"),
+    include_bytes!("../seeds/blob/fft_circulant_m4_s3.mfc"),
+    include_bytes!("../seeds/blob/fft_optimal_m4_s2.mfc"),
 ];
 
-/// A stream with checkpoints, as the checks use it: [`Stream`] or [`BandMfStream`].
+/// A stream with checkpoints, as the checks use it: [`Stream`], [`BandMfStream`], [`BltStream`]
+/// or [`FftStream`].
 pub trait Resume: Replay {
     /// `restore`.
     fn restore(
@@ -77,7 +83,7 @@ macro_rules! impl_resume {
         }
     )*};
 }
-impl_resume!(Stream, BandMfStream);
+impl_resume!(Stream, BandMfStream, BltStream, FftStream);
 
 /// The device root secret of every fuzzed stream (epoch keys derive from it).
 pub const ROOT: [u8; 32] = [0x42; 32];
@@ -117,11 +123,7 @@ fn load(index: usize) -> (Validated<'static>, BlobFingerprint<'static>) {
 
 /// Floats of workspace of the blob's stream at [`DIM`].
 fn workspace_len(mechanism: &Validated<'_>) -> usize {
-    match mechanism.decoder {
-        Decoder::BandMf(_) => BandMfStream::<ChaChaNoise>::workspace_len(mechanism, DIM),
-        _ => Stream::<ChaChaNoise>::workspace_len(mechanism, DIM),
-    }
-    .expect("small dimension")
+    mfc_runtime::Replay::workspace_len(mechanism, DIM).expect("small dimension")
 }
 
 /// A fresh stream of epoch [`EPOCH`] of the blob's form.
@@ -131,6 +133,12 @@ fn fresh<'w>(mechanism: Validated<'static>, workspace: &'w mut [f32]) -> Box<dyn
     match mechanism.decoder {
         Decoder::BandMf(_) => {
             Box::new(BandMfStream::new(mechanism, DIM, workspace, noise).expect(opened))
+        }
+        Decoder::Blt(_) => {
+            Box::new(BltStream::new(mechanism, DIM, workspace, noise).expect(opened))
+        }
+        Decoder::Fft(_) => {
+            Box::new(FftStream::new(mechanism, DIM, workspace, noise).expect(opened))
         }
         _ => Box::new(Stream::new(mechanism, DIM, workspace, noise).expect(opened)),
     }

@@ -112,7 +112,7 @@ def compile(
     max_bands: int = 256,
     toeplitz: bool = False,
     buffers: int = 4,
-    horizon: Optional[int] = None,
+    horizon: Union[int, str, None] = None,
     clip_norm: float = 1.0,
     epsilon: Optional[float] = None,
     delta: Optional[float] = None,

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use mfc_compiler::Error;
-use mfc_compiler::pipeline::{CompileRequest, Event, compile_request};
+use mfc_compiler::pipeline::{CompileRequest, Event, Horizon, compile_request};
 
 use crate::schema::SchemaArgs;
 
@@ -57,9 +57,10 @@ pub struct Args {
     #[arg(long, default_value_t = 4)]
     buffers: usize,
     /// BLT: the horizon the sensitivity covers and the runtime stops at (default: --steps, the
-    /// horizon the parameters are optimized for).
-    #[arg(long)]
-    horizon: Option<usize>,
+    /// horizon the parameters are optimized for), or `unbounded`: a sensitivity bound valid for
+    /// every horizon (single participation; the runtime never stops on its own account).
+    #[arg(long, value_name = "N|unbounded")]
+    horizon: Option<String>,
     /// h: diagonals of the decoder kept exactly (≥ 1).
     #[arg(long, default_value_t = 4)]
     band: usize,
@@ -114,7 +115,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         max_bands: args.max_bands,
         toeplitz: args.toeplitz,
         buffers: args.buffers,
-        horizon: args.horizon,
+        horizon: args.horizon.as_deref().map(Horizon::parse).transpose()?,
         band: args.band,
         rank: args.rank,
         refine: args.refine,

@@ -156,6 +156,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         "generator": h.generator,
         "workload": workload,
         "steps": h.steps,
+        "unbounded_horizon": h.sensitivity.method.covers_every_horizon(),
         "participation": participation,
         "neighbouring": neighbouring,
         "privacy_unit": unit,
@@ -207,6 +208,11 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("generator           {}", h.generator);
     println!("workload            {workload}, n = {}", h.steps);
+    if h.sensitivity.method.covers_every_horizon() {
+        println!(
+            "horizon             unbounded: the sensitivity holds for every number of steps; n is the design horizon"
+        );
+    }
     println!("participation       {participation}");
     println!("neighbouring        {neighbouring}");
     println!(

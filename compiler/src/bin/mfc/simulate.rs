@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use mfc_compiler::Error;
-use mfc_formats::{Decoder, Mechanism, Workload};
-use mfc_runtime::{BandMfStream, BltStream, ChaChaNoise, FftStream, Stream};
+use mfc_formats::Mechanism;
+use mfc_runtime::{ChaChaNoise, Replay};
 use npyz::WriterBuilder;
 
 /// Stream inputs through a blob on the host and write the private releases.
@@ -124,42 +124,15 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut out = vec![vec![0.0f32; dim]; inputs.len()];
     // Prefix-sum blobs release A x + noise; other workloads release the noise only (the caller
     // adds its own A x from inputs it clipped), but for BandMF the noised inputs x + C⁻¹z.
-    let prefix = matches!(m.header.workload, Workload::PrefixSum);
-    match m.decoder {
-        Decoder::BandedLowRank(_) => {
-            let mut ws = vec![0.0; Stream::<ChaChaNoise>::workspace_len(&m, dim)?];
-            let mut s = Stream::new(m, dim, &mut ws, noise)?;
-            for (x, y) in inputs.iter().zip(&mut out) {
-                if prefix {
-                    s.step(x, y)?;
-                } else {
-                    s.step_noise(y)?;
-                }
-            }
+    let mut ws = vec![0.0; Replay::workspace_len(&m, dim)?];
+    let mut replay = Replay::open(m, dim, &mut ws, noise)?;
+    let noise_only = !replay.releases_prefix_sums() && !matches!(replay, Replay::BandMf(_));
+    for (x, y) in inputs.iter().zip(&mut out) {
+        if noise_only {
+            replay.step_noise(y)?;
+        } else {
+            replay.step(x, y)?;
         }
-        Decoder::Blt(_) => {
-            let mut ws = vec![0.0; BltStream::<ChaChaNoise>::workspace_len(&m, dim)?];
-            let mut s = BltStream::new(m, dim, &mut ws, noise)?;
-            for (x, y) in inputs.iter().zip(&mut out) {
-                s.step(x, y)?;
-            }
-        }
-        Decoder::Fft(_) => {
-            let mut ws = vec![0.0; FftStream::<ChaChaNoise>::workspace_len(&m, dim)?];
-            let mut s = FftStream::new(m, dim, &mut ws, noise)?;
-            for (x, y) in inputs.iter().zip(&mut out) {
-                s.step(x, y)?;
-            }
-        }
-        Decoder::BandMf(_) => {
-            // Prefix sums, or for another workload the noised inputs x + C⁻¹z.
-            let mut ws = vec![0.0; BandMfStream::<ChaChaNoise>::workspace_len(&m, dim)?];
-            let mut s = BandMfStream::new(m, dim, &mut ws, noise)?;
-            for (x, y) in inputs.iter().zip(&mut out) {
-                s.step(x, y)?;
-            }
-        }
-        _ => return Err(mfc_runtime::Error::UnsupportedDecoder.into()),
     }
     write_rows(&args.out, &out, dim)?;
     eprintln!(

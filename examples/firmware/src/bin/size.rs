@@ -2,8 +2,8 @@
 //! blob, runs the whole stream on deterministic inputs (with `size-checkpoint`: checkpointing
 //! every step and restoring once) and reports an error by exit code, or through defmt with the
 //! `defmt` feature. With `size-blt` the blob is `blt.mfc` and a `BltStream` runs instead of the
-//! banded `Stream` (no checkpoint); with `size-bandmf` the blob is `bandmf.mfc` and a
-//! `BandMfStream` runs (with `size-checkpoint`, checkpointed as the banded one). With
+//! banded `Stream`; with `size-bandmf` the blob is `bandmf.mfc` and a `BandMfStream` runs (with
+//! `size-checkpoint`, either is checkpointed as the banded one). With
 //! `size-baseline` the same skeleton runs without the runtime (and with the same blob); the
 //! runtime's size is the difference, so startup code, the blob and the logger are not counted.
 //!
@@ -34,12 +34,6 @@ use config::DIM;
 static BLOB: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/blob.mfc"));
 
 #[cfg(all(
-    feature = "size-blt",
-    feature = "size-checkpoint",
-    not(feature = "size-baseline")
-))]
-compile_error!("a BltStream has no checkpoint: `size-blt` excludes `size-checkpoint`");
-#[cfg(all(
     mfc_form = "blt",
     not(feature = "size-blt"),
     not(feature = "size-baseline")
@@ -52,9 +46,12 @@ compile_error!("a BLT blob is run by the `size-blt` build");
 ))]
 compile_error!("a BandMF blob is run by the `size-bandmf` build");
 
-/// The stream of the checkpointing forms: banded plus low rank, or BandMF (`size-bandmf`).
+/// The stream of the blob's form: banded plus low rank, BLT (`size-blt`) or BandMF
+/// (`size-bandmf`); each has checkpoints.
 #[cfg(all(not(feature = "size-baseline"), feature = "size-bandmf"))]
 type Checkpointed<'m, 'w, N> = mfc_runtime::BandMfStream<'m, 'w, N>;
+#[cfg(all(not(feature = "size-baseline"), feature = "size-blt"))]
+type Checkpointed<'m, 'w, N> = mfc_runtime::BltStream<'m, 'w, N>;
 #[cfg(all(
     not(feature = "size-baseline"),
     not(feature = "size-bandmf"),
@@ -85,7 +82,7 @@ type Failure = mfc_runtime::Error;
 #[cfg(feature = "size-baseline")]
 type Failure = u32;
 
-#[cfg(all(not(feature = "size-baseline"), not(feature = "size-blt")))]
+#[cfg(not(feature = "size-baseline"))]
 fn run() -> Result<u32, Failure> {
     use mfc_runtime::{ReleaseCounter, epoch_noise};
     #[cfg(feature = "size-checkpoint")]
@@ -99,7 +96,8 @@ fn run() -> Result<u32, Failure> {
     let noise = NoSampler(black_box(noise).is_some_key());
     let mut stream = Checkpointed::new(mechanism, DIM, &mut workspace, noise)?;
     #[cfg(feature = "size-checkpoint")]
-    let (mut counter, mut slot) = (counter, [0u8; 68 + 4 * config::WORKSPACE]);
+    // 14 + 50 + 4·(state) + 4 bytes; the state is at most the workspace and, for BLT, 8 floats.
+    let (mut counter, mut slot) = (counter, [0u8; 68 + 4 * (config::WORKSPACE + 8)]);
     let mut input = [0.0f32; DIM];
     let mut release = [0.0f32; DIM];
     let mut checksum = 0u32;
@@ -120,28 +118,6 @@ fn run() -> Result<u32, Failure> {
         let mut stream = Checkpointed::new(mechanism, DIM, &mut workspace, noise)?;
         stream.restore(&blob, black_box(&slot), &counter)?;
         checksum ^= stream.steps_released();
-    }
-    Ok(checksum)
-}
-
-/// The BLT form: the blob is checked and a `BltStream` runs the whole horizon.
-#[cfg(all(not(feature = "size-baseline"), feature = "size-blt"))]
-fn run() -> Result<u32, Failure> {
-    use mfc_runtime::{BltStream, ReleaseCounter, epoch_noise};
-    let mechanism = mfc_runtime::Mechanism::from_bytes(black_box(BLOB))?;
-    let counter = ReleaseCounter::FACTORY.cold_start()?;
-    let mut workspace = [0.0f32; config::WORKSPACE];
-    let noise = epoch_noise(&scenario::ROOT_SECRET, &counter)?;
-    #[cfg(feature = "size-no-noise")]
-    let noise = NoSampler(black_box(noise).is_some_key());
-    let mut stream = BltStream::new(mechanism, DIM, &mut workspace, noise)?;
-    let mut input = [0.0f32; DIM];
-    let mut release = [0.0f32; DIM];
-    let mut checksum = 0u32;
-    for step in 0..stream.horizon() {
-        scenario::events(step, &mut input);
-        stream.step(black_box(&input), &mut release)?;
-        checksum = scenario::fold_checksum(checksum, &release);
     }
     Ok(checksum)
 }

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The budget of the C library on bare metal (README, "Budget"): libmfc.a built no_std for
+# thumbv7em-none-eabihf (the release profile), linked by arm-none-eabi-gcc into bench.c, and run
+# under QEMU (mps2-an386, -icount shift=6) with the blobs of .ci/capi.sh (run it first): one of
+# every form, d = 4. Code: the .text and .rodata input sections linked from libmfc.a (the linker
+# map, mapsum.awk), so the C program, startup code and the blob are not counted. RAM: the stream
+# object (MfcStreamStorage holds it), the workspace and the largest checkpoint written; stack: the
+# deepest call of a step and a checkpoint (painted, 256 B margin included). Instructions: SysTick
+# ticks · 40 / 64, per step and per checkpoint averaged over the horizon, once for a restore.
+# Prints Markdown; the README's table is a copy of its output.
+set -euo pipefail
+cd "$(dirname "$0")/../../../.."
+
+fw=runtime/capi/examples/firmware
+out=target/capi/firmware
+mkdir -p "$out"
+cargo build --quiet --release -p mfc-runtime-capi --target thumbv7em-none-eabihf
+lib=target/thumbv7em-none-eabihf/release/libmfc.a
+SHIFT=6
+
+echo "| form (blob of .ci/capi.sh, n = 48) | d | libmfc .text B | libmfc .rodata B | stream object B | workspace B | checkpoint B | stack B (step + checkpoint) | instructions / step | / checkpoint | restore |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
+for form in banded blt fft bandmf; do
+  [ -f "target/capi/$form.mfc" ] || { echo "budget.sh: no target/capi/$form.mfc (run .ci/capi.sh)" >&2; exit 1; }
+  arm-none-eabi-gcc -mcpu=cortex-m4 -mthumb -mfloat-abi=hard -mfpu=fpv4-sp-d16 -Os -std=c11 \
+    -Wall -Wextra -Werror -ffreestanding -ffunction-sections -fdata-sections -nostdlib \
+    -I runtime/capi/include -DMFC_BLOB_PATH="\"target/capi/$form.mfc\"" -T "$fw/link.ld" \
+    "$fw/startup.c" "$fw/bench.c" "$lib" -lgcc -Wl,--gc-sections -z noexecstack \
+    -Wl,-Map="$out/bench-$form.map" -o "$out/bench-$form.elf"
+  line=$(timeout 120 qemu-system-arm -machine mps2-an386 -cpu cortex-m4 -nographic \
+    -semihosting-config enable=on,target=native -icount shift=$SHIFT -kernel "$out/bench-$form.elf")
+  [[ $line == bench* ]] || { echo "budget.sh: bench run printed: $line" >&2; exit 1; }
+  field() { sed -n "s/.* $1=\([0-9a-f]*\).*/\1/p" <<<"$line"; }
+  steps=$(field steps) empty=$(field empty)
+  instr() { # ticks, intervals -> instructions per interval
+    awk -v t="$1" -v n="$2" -v e="$empty" -v s=$SHIFT 'BEGIN { printf "%.0f", (t - n * e) * 40 / 2^s / n }'
+  }
+  read -r text rodata < <(awk -f "$fw/mapsum.awk" "$out/bench-$form.map")
+  label=$("target/release/mfc" inspect "target/capi/$form.mfc" 2>/dev/null |
+    sed -n 's/^decoder *//p' | sed 's/;.*//' | head -n 1)
+  echo "| $form: $label | $(field dim) | $text | $rodata | $(field stream_bytes) | $((4 * $(field workspace_floats))) | $(field checkpoint_bytes) | $(field stack_bytes) | $(instr "$(field step_total)" "$steps") | $(instr "$(field checkpoint_total)" "$steps") | $(instr "$(field restore)" 1) |"
+done
