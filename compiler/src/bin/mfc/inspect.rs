@@ -12,6 +12,7 @@ use serde_json::json;
 #[derive(clap::Args)]
 pub struct Args {
     /// The .mfc blob.
+    #[arg(value_parser = crate::options::in_path)]
     blob: PathBuf,
     /// Print JSON instead of text.
     #[arg(long)]

@@ -10,6 +10,7 @@ mod calibrate;
 mod compare;
 mod compile;
 mod inspect;
+mod options;
 mod plot;
 mod schema;
 mod simulate;
@@ -38,8 +39,39 @@ enum Command {
     Plot(plot::Args),
 }
 
+/// The command line, or a refusal in one line (`mfc: invalid value '1000' for '--buffers
+/// <BUFFERS>': 1000 is not in 1..=64`) instead of clap's several; `--help` and `--version` as
+/// clap prints them.
+fn parse() -> Result<Cli, Box<dyn std::error::Error>> {
+    use clap::error::ErrorKind;
+    match Cli::try_parse() {
+        Ok(cli) => Ok(cli),
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) =>
+        {
+            e.exit()
+        }
+        Err(e) => {
+            let text = e.to_string();
+            let lines: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+                .filter(|l| !l.is_empty())
+                .collect();
+            let line = lines.join(" ");
+            Err(line.strip_prefix("error: ").unwrap_or(&line).into())
+        }
+    }
+}
+
 fn run() -> Result<(), Box<dyn std::error::Error>> {
-    match Cli::parse().command {
+    match parse()?.command {
         Command::Compile(args) => compile::run(*args),
         Command::Inspect(args) => inspect::run(args),
         Command::Compare(args) => compare::run(args),

@@ -12,12 +12,13 @@ use npyz::WriterBuilder;
 #[derive(clap::Args)]
 pub struct Args {
     /// The .mfc blob.
+    #[arg(value_parser = crate::options::in_path)]
     blob: PathBuf,
     /// Inputs, one row of d values per step: a .npy (float32/float64, 2-D) or a CSV file.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::options::in_path)]
     input: PathBuf,
     /// Where to write the releases (same shape): .npy (float32) or CSV.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::options::out_path)]
     out: PathBuf,
     /// A 64-hex-digit noise seed, for reproducible simulations only: whoever knows it knows the
     /// noise. Without it the seed comes from the operating system.
@@ -119,6 +120,17 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             args.input.display()
         ))
         .into());
+    }
+    // Refused whole before any step (the runtime would refuse the step, naming the coordinate
+    // only): the row is the step, counted from 0 as the runtime counts steps.
+    for (row, values) in inputs.iter().enumerate() {
+        if let Some((column, value)) = values.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+            return Err(Error::InvalidOption(format!(
+                "{}: row {row} (step {row}), coordinate {column} is {value}: inputs must be finite",
+                args.input.display()
+            ))
+            .into());
+        }
     }
     let noise = noise(args.seed.as_deref())?;
     let mut out = vec![vec![0.0f32; dim]; inputs.len()];
