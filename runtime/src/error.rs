@@ -129,6 +129,12 @@ pub enum Error {
         /// The longest block this build replays.
         max: u32,
     },
+    /// The blob records a sensitivity below the upper bound the device computed from its stored
+    /// coefficients (`verify`): its noise is too small for the `(ε, δ)` it claims.
+    SensitivityUnderstated {
+        /// How far below the bound, in millionths of it (rounded up, at least 1).
+        shortfall_ppm: u32,
+    },
 }
 
 impl fmt::Display for Error {
@@ -214,6 +220,10 @@ impl fmt::Display for Error {
                 f.write_str("the release counter is at epoch 0: cold-start a new epoch first")
             }
             Error::EpochExhausted => f.write_str("the release counter's epoch is exhausted"),
+            Error::SensitivityUnderstated { shortfall_ppm } => write!(
+                f,
+                "the blob's recorded sensitivity is {shortfall_ppm} ppm below the bound computed from its coefficients: its noise would not give the privacy it claims"
+            ),
             Error::FftBlockTooLarge { block, max } => write!(
                 f,
                 "FFT block of {block} steps is longer than this runtime's {max} (feature fft-32768)"

@@ -88,6 +88,7 @@ pub mod prefetch;
 pub mod privacy;
 pub mod stream;
 mod sum;
+pub mod verify;
 mod ziggurat;
 
 pub use bandmf::BandMfStream;
