@@ -187,3 +187,49 @@ fn budget_and_scratch_are_enforced() {
         Ok(Verdict::Verified { .. })
     ));
 }
+
+/// `mfc inspect` prints the verdict and refuses (exit 2) a lowered blob; `mfc simulate` refuses
+/// it before any step and writes nothing.
+#[test]
+fn inspect_prints_the_verdict_and_simulate_refuses_a_lowered_blob() {
+    let dir = std::env::temp_dir().join(format!("mfc-verify-{}", std::process::id()));
+    let bytes = compile(
+        "cli-bandmf",
+        "--form bandmf --toeplitz --steps 16 --bands 2",
+    );
+    let (good, bad) = (dir.join("cli-good.mfc"), dir.join("cli-bad.mfc"));
+    std::fs::write(&good, &bytes).unwrap();
+    std::fs::write(&bad, rescaled(&bytes, 0.99)).unwrap();
+    let mfc = |args: &[&std::ffi::OsStr]| {
+        Command::new(env!("CARGO_BIN_EXE_mfc"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let o = mfc(&["inspect".as_ref(), good.as_os_str()]);
+    assert!(o.status.success());
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.contains("verification        verified: recorded"),
+        "{text}"
+    );
+    let o = mfc(&["inspect".as_ref(), bad.as_os_str(), "--json".as_ref()]);
+    assert_eq!(o.status.code(), Some(2));
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(report["verification"]["verdict"], "refused");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("ppm below the bound"), "{err}");
+    let (input, out) = (dir.join("cli-in.csv"), dir.join("cli-out.csv"));
+    std::fs::write(&input, "1\n2\n").unwrap();
+    let o = mfc(&[
+        "simulate".as_ref(),
+        bad.as_os_str(),
+        "--input".as_ref(),
+        input.as_os_str(),
+        "--out".as_ref(),
+        out.as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("ppm below the bound"));
+    assert!(!out.exists());
+}

@@ -8,7 +8,9 @@ use mfc_compiler::report::{method_description, neighbouring_name, privacy_unit};
 use mfc_formats::{Decoder, Mechanism, Workload};
 use serde_json::json;
 
-/// Print what a blob holds; fails (exit 2) on any malformed or corrupted blob.
+/// Print what a blob holds and the device's verification of its sensitivity; fails (exit 2) on
+/// any malformed or corrupted blob, and on one whose recorded sensitivity is below the bound
+/// recomputed from its coefficients.
 #[derive(clap::Args)]
 pub struct Args {
     /// The .mfc blob.
@@ -148,6 +150,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         ),
         _ => ("unknown", String::new(), 0, 0, None),
     };
+    let verification = crate::verdict::check(&m);
     let report = json!({
         "file": args.blob.display().to_string(),
         "format_version": mfc_formats::FORMAT_VERSION,
@@ -163,6 +166,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         "sensitivity": h.sensitivity.value,
         "sensitivity_method": format!("{:?}", h.sensitivity.method),
         "sensitivity_exact": h.sensitivity.method.is_exact(),
+        "verification": verification.json,
         "clip_norm": h.clip_norm,
         "noise_multiplier": h.calibration.map(|c| c.noise_multiplier),
         "epsilon": h.calibration.and_then(|c| c.target).map(|t| t.epsilon),
@@ -196,9 +200,13 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             write_npy(&dir.join(format!("{name}.npy")), &shape, values)?;
         }
     }
+    // A blob that fails verification is reported, then refused (exit 2).
+    let refused = |e: mfc_runtime::Error| -> Box<dyn std::error::Error> {
+        format!("{}: {e}", args.blob.display()).into()
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(());
+        return verification.refusal.map_or(Ok(()), |e| Err(refused(e)));
     }
     println!("file                {}", args.blob.display());
     println!(
@@ -221,6 +229,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             ""
         }
     );
+    println!("verification        {}", verification.text);
     println!("clip norm           {}", h.clip_norm);
     match h.calibration {
         Some(c) => match c.target {
@@ -247,5 +256,5 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         "decoder             {form}, {detail}, {table_bytes} table bytes; runtime RAM {ram}·d floats"
     );
     println!("unit of privacy     {unit}");
-    Ok(())
+    verification.refusal.map_or(Ok(()), |e| Err(refused(e)))
 }

@@ -14,6 +14,7 @@ mod options;
 mod plot;
 mod schema;
 mod simulate;
+mod verdict;
 
 /// Differentially private continual release with correlated Gaussian noise.
 #[derive(Parser)]

@@ -112,6 +112,20 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         path: args.blob.display().to_string(),
         error,
     })?;
+    // The device's check first: an understated sensitivity is refused before any step; one the
+    // runtime cannot check is replayed with a warning (the host's policy; a device chooses its
+    // own, `mfc_runtime::verify`).
+    let verification = crate::verdict::check(&m);
+    if let Some(e) = verification.refusal {
+        return Err(format!("{}: {e}", args.blob.display()).into());
+    }
+    if verification.json["verdict"] == "unverifiable" {
+        eprintln!(
+            "mfc simulate: {}: sensitivity {}",
+            args.blob.display(),
+            verification.text
+        );
+    }
     let inputs = read_rows(&args.input)?;
     let dim = inputs.first().map_or(0, Vec::len);
     if inputs.is_empty() || inputs.iter().any(|r| r.len() != dim) {
