@@ -15,6 +15,8 @@
 //! undefined behaviour in the Rust runtime is a status in C.
 #![allow(unsafe_code)]
 
+mod verify;
+
 use mfc_formats::Mechanism;
 use mfc_runtime::{ChaChaNoise, Error, Stream};
 
@@ -47,6 +49,12 @@ pub enum MfcStatus {
     /// `input` and `release` share memory, or one of them lies in the stream's workspace, or
     /// `release` in the blob: pass separate buffers (nothing was changed).
     Overlap = 11,
+    /// The blob records a sensitivity below the bound `mfc_verify` recomputed from its
+    /// coefficients: its noise is too small for the privacy it claims.
+    SensitivityUnderstated = 12,
+    /// `mfc_verify` could not check the blob's sensitivity within its budget and scratch, or for
+    /// its form and schema: the caller's policy decides.
+    Unverifiable = 13,
 }
 
 impl From<Error> for MfcStatus {
@@ -62,6 +70,7 @@ impl From<Error> for MfcStatus {
             Error::WorkspaceTooSmall { .. } => MfcStatus::WorkspaceTooSmall,
             Error::NotCalibrated => MfcStatus::NotCalibrated,
             Error::WeakSeed => MfcStatus::WeakSeed,
+            Error::SensitivityUnderstated { .. } => MfcStatus::SensitivityUnderstated,
             _ => MfcStatus::Refused,
         }
     }
