@@ -135,6 +135,12 @@ pub enum Error {
         /// How far below the bound, in millionths of it (rounded up, at least 1).
         shortfall_ppm: u32,
     },
+    /// The blob's noise multiplier (or the one given) is below the device's privacy floor
+    /// (`policy`): a larger `ε` than the device accepts.
+    BelowPrivacyFloor,
+    /// The device's policy requires a verified sensitivity and this blob's could not be verified
+    /// within its budget and scratch (`verify::Unverifiable`).
+    SensitivityUnverified,
 }
 
 impl fmt::Display for Error {
@@ -223,6 +229,12 @@ impl fmt::Display for Error {
             Error::SensitivityUnderstated { shortfall_ppm } => write!(
                 f,
                 "the blob's recorded sensitivity is {shortfall_ppm} ppm below the bound computed from its coefficients: its noise would not give the privacy it claims"
+            ),
+            Error::BelowPrivacyFloor => f.write_str(
+                "the blob's noise multiplier is below the device's privacy floor (minimum σ, or maximum ε at its δ)",
+            ),
+            Error::SensitivityUnverified => f.write_str(
+                "the device's policy requires a verified sensitivity, and this blob's could not be verified within its budget",
             ),
             Error::FftBlockTooLarge { block, max } => write!(
                 f,

@@ -83,6 +83,7 @@ pub mod fft;
 pub mod noise;
 #[cfg(feature = "parallel")]
 pub mod parallel;
+pub mod policy;
 #[cfg(feature = "parallel")]
 pub mod prefetch;
 pub mod privacy;

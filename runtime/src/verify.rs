@@ -26,7 +26,7 @@
 //! | BandMF general | min separation, `b̂ ≤ b` | dynamic programme over patterns (Choquette-Choo et al. 2023b, Alg. 3) | `n·(b̂ + k')` | `k'·b` |
 //! | BLT | single | `Σ_{t<n} c_t²`, `c` by the inverse filter | `n·m` | `2m` |
 //! | BLT | fixed epoch order | `Σ_t (Σ_{p<k'} \|c_{t−pb}\|)²`, `k'` filters `b` steps apart | `n·m·k'` | `2m·k'` |
-//! | BLT | min separation | the same for the non-increasing majorant of `\|c\|`, stored | `n·(m + k')` | `2m + n` |
+//! | BLT | min separation | the same for the non-increasing majorant of `\|c\|`, stored | `n·(m + k')` | `2m + 2n` |
 //! | banded + low rank, prefix sum | single | `max_j ‖B̂⁻¹ S e_j‖²`, forward substitution per column | `n²(h + 2r)/2` | `2(h + r)` |
 //!
 //! with `k' = min(k, ⌈n/b⌉)`. Everything else is [`Unverifiable`]: the FFT forms, the banded form
@@ -239,7 +239,7 @@ pub fn scratch_len(m: &Validated<'_>) -> usize {
             (Participation::FixedEpochOrder { .. }, Ok(Some((k, _)))) => {
                 (2 * d.buffers()).saturating_mul(k)
             }
-            (_, Ok(Some(_))) => 2 * d.buffers() + steps,
+            (_, Ok(Some(_))) => 2 * d.buffers() + 2 * steps,
             _ => 2 * d.buffers(),
         },
         Decoder::BandMf(d) => match (
@@ -497,43 +497,36 @@ fn blt(
                 let c = blt_step(d.theta, d.omega, state, impulse(t - p * b));
                 g.add_bounded(c.abs_upper(), c.v.abs());
             }
-            let g = g.tight()?;
-            total.add_bounded(g * g, g * g);
+            let upper = g.value();
+            total.add_bounded(upper * upper, g.mid * g.mid);
             total.terms += 1;
         }
         return total.tight();
     }
     // Min separation: the same with |c| replaced by its non-increasing majorant
-    // ĉ_t = max_{t' ≥ t} |c_{t'}|, stored (n values after the filter's state).
-    let (state, majorant) = scratch.split_at_mut(2 * m);
-    for (t, slot) in majorant.iter_mut().enumerate() {
+    // ĉ_t = max_{t' ≥ t} |c_{t'}|, stored (n upper bounds, then n computed values, after the
+    // filter's state).
+    let (state, rest) = scratch.split_at_mut(2 * m);
+    let (majorant, mid) = rest.split_at_mut(steps);
+    for t in 0..steps {
         let c = blt_step(d.theta, d.omega, state, impulse(t));
-        if c.abs_upper() > c.v.abs() * (1.0 + LOOSENESS) + f64::MIN_POSITIVE {
-            return Err(Unverifiable::IllConditioned);
-        }
-        *slot = c.abs_upper();
+        majorant[t] = c.abs_upper();
+        mid[t] = c.v.abs();
     }
     for t in (0..steps.saturating_sub(1)).rev() {
         majorant[t] = majorant[t].max(majorant[t + 1]);
+        mid[t] = mid[t].max(mid[t + 1]);
     }
     for t in 0..steps {
         let mut g = UpperSum::default();
         for p in 0..k.min(t / b + 1) {
-            g.add(majorant[t - p * b]);
+            g.add_bounded(majorant[t - p * b], mid[t - p * b]);
         }
-        let g = g.value();
-        total.add(g * g);
+        let upper = g.value();
+        total.add_bounded(upper * upper, g.mid * g.mid);
         total.terms += 1;
     }
-    finite(total.value())
-}
-
-fn finite(x: f64) -> Result<f64, Unverifiable> {
-    if x.is_finite() {
-        Ok(x)
-    } else {
-        Err(Unverifiable::IllConditioned)
-    }
+    total.tight()
 }
 
 /// Single participation, prefix sum: `max_j ‖y_j‖²` with `B̂ y_j = S e_j`, by forward
