@@ -24,6 +24,7 @@ cc -O2 -Wall -Wextra -Werror -I runtime/capi/include runtime/capi/examples/verif
     target/release/libmfc.a -lpthread -ldl -lm -o target/verify-c
 for spec in "banded:--steps 48 --band 4 --rank 3" \
     "blt:--form blt --steps 64 --buffers 3" \
+    "blt-every:--form blt --steps 64 --buffers 3 --epochs 4 --every 16" \
     "bandmf-toeplitz:--form bandmf --toeplitz --steps 64 --bands 4 --epochs 4 --min-sep 16" \
     "bandmf-momentum:--form bandmf --steps 32 --bands 3 --workload momentum:0.9" \
     "bandmf-every:--form bandmf --steps 32 --bands 3 --epochs 2 --every 16 --neighbouring replace-one"; do

@@ -132,8 +132,8 @@ pub enum Error {
     /// The blob records a sensitivity below the upper bound the device computed from its stored
     /// coefficients (`verify`): its noise is too small for the `(ε, δ)` it claims.
     SensitivityUnderstated {
-        /// How far below the bound, in millionths of it (rounded up, at least 1).
-        shortfall_ppm: u32,
+        /// How far below the bound, in billionths of it (rounded up, at least 1).
+        shortfall_ppb: u32,
     },
     /// The blob's noise multiplier (or the one given) is below the device's privacy floor
     /// (`policy`): a larger `ε` than the device accepts.
@@ -226,9 +226,13 @@ impl fmt::Display for Error {
                 f.write_str("the release counter is at epoch 0: cold-start a new epoch first")
             }
             Error::EpochExhausted => f.write_str("the release counter's epoch is exhausted"),
-            Error::SensitivityUnderstated { shortfall_ppm } => write!(
+            Error::SensitivityUnderstated { shortfall_ppb: 1 } => f.write_str(
+                "the blob's recorded sensitivity is below the bound computed from its coefficients by at most 1e-9 of it, the rounding of a blob compiled before device-side verification (recompile it): its noise is not proven to give the privacy it claims",
+            ),
+            Error::SensitivityUnderstated { shortfall_ppb } => write!(
                 f,
-                "the blob's recorded sensitivity is {shortfall_ppm} ppm below the bound computed from its coefficients: its noise would not give the privacy it claims"
+                "the blob's recorded sensitivity is {:.4}% below the bound computed from its coefficients: its noise would not give the privacy it claims",
+                f64::from(shortfall_ppb) / 1e7
             ),
             Error::BelowPrivacyFloor => f.write_str(
                 "the blob's noise multiplier is below the device's privacy floor (minimum σ, or maximum ε at its δ)",

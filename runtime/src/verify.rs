@@ -4,17 +4,23 @@
 //! device does not take the server's word for the noise it adds. `no_std`, no allocation: the
 //! caller provides the scratch ([`scratch_len`]) and a budget of operations ([`operations`]).
 //!
-//! **Soundness rule.** Every quantity is computed in `f64` as a value `v` with an absolute error
-//! bound `e` (running error analysis, Higham 2002, §3.3 and Wilkinson's standard model
-//! `fl(a ∘ b) = (a ∘ b)(1 + δ)`, `|δ| ≤ u = 2⁻⁵³`): a sum's bound is the operands' bounds plus
-//! `2u·|v|`, a product's `|a|·e_b + |b|·e_a + e_a·e_b + 2u·|v|` plus the least normal number
-//! (underflow), and every bound is multiplied by `1 + 2⁻⁴⁸` to cover the rounding of the bound's
-//! own arithmetic. A sum of squares of `N` non-negative upper bounds is multiplied by
-//! `1 + (N + 2)·2⁻⁵²`. The result `U` is an upper bound on the true sensitivity of the stored
-//! coefficients, and the blob is accepted only if its recorded sensitivity is at least `U`. The
-//! compiler records `max(sens, U)` (`mfc_compiler::blob`): the arithmetic below is IEEE `+ − × ÷`
-//! and a correctly rounded square root, so host and device compute the same `U` bit for bit, and
-//! every blob the compiler writes verifies.
+//! **Soundness rule.** The device computes an upper bound `U` on the true sensitivity of the
+//! stored coefficients, its own rounding included, and accepts the blob only if the recorded
+//! sensitivity is at least `U`. Sums of non-negative terms are rounded up (`N` terms in `f64`:
+//! a factor `1 + (N + 2)·2⁻⁵²`, Higham 2002, §4.2), square roots are correctly rounded and
+//! rounded up by `1 + 2⁻⁴⁸`. Where the encoder is not stored but solved for (the banded form's
+//! `Ĉ = B̂⁻¹S`, the BLT's `c = 1/r`), the solution `ŷ` is computed in plain `f64` and checked
+//! **a posteriori**: its residual `ρ` is computed with running error bounds (Wilkinson's model
+//! `fl(a ∘ b) = (a ∘ b)(1 + δ)`, `|δ| ≤ u = 2⁻⁵³`, each bound doubled to `2u` and multiplied by
+//! `1 + 2⁻⁴⁸` for the rounding of the bound's own arithmetic), `ŷ` taken as exact, so the bounds
+//! never compound along the solve; then `y − ŷ` is the encoder applied to `ρ`, which gives
+//! `Y ≤ Ŷ/(1 − a)` with `a` a multiple of `‖ρ‖₁` (the functions `banded` and `blt` below).
+//! When `a` exceeds `10⁻⁶` the blob is [`Unverifiable::IllConditioned`] rather than refused.
+//! The compiler records `max(sens, U)` (`mfc_compiler::blob`): the arithmetic is IEEE `+ − × ÷` and a
+//! correctly rounded square root, without fused multiply-adds, so host and device compute the
+//! same `U` bit for bit, and every blob the compiler writes verifies. Blobs written before this
+//! check existed record the compiler's value, which may be below `U` by rounding (`10⁻¹⁵`):
+//! they are refused, with a message that says to recompile them.
 //!
 //! **What is verified, exactly (each the same value as the compiler's method, up to rounding).**
 //!
@@ -24,18 +30,18 @@
 //! | BandMF general | single | `max_j ‖Ĉ[:, j]‖²` | `n·b̂` | 0 |
 //! | BandMF general | fixed epoch order, `b̂ ≤ b` | max over windows of `k'` columns `b` apart | `n·k'·b̂` | 0 |
 //! | BandMF general | min separation, `b̂ ≤ b` | dynamic programme over patterns (Choquette-Choo et al. 2023b, Alg. 3) | `n·(b̂ + k')` | `k'·b` |
-//! | BLT | single | `Σ_{t<n} c_t²`, `c` by the inverse filter | `n·m` | `2m` |
-//! | BLT | fixed epoch order | `Σ_t (Σ_{p<k'} \|c_{t−pb}\|)²`, `k'` filters `b` steps apart | `n·m·k'` | `2m·k'` |
-//! | BLT | min separation | the same for the non-increasing majorant of `\|c\|`, stored | `n·(m + k')` | `2m + 2n` |
-//! | banded + low rank, prefix sum | single | `max_j ‖B̂⁻¹ S e_j‖²`, forward substitution per column | `n²(h + 2r)/2` | `2(h + r)` |
+//! | BLT | single | `Σ_{t<n} c_t²`, `c` by the inverse filter, checked by its residual | `n·m` | `2m` |
+//! | BLT | fixed epoch order | `Σ_t (Σ_{p<k'} \|c_{t−pb}\|)²`, `k'` filters `b` steps apart | `n·m·k'` | `2m + m(k' − 1)` |
+//! | BLT | min separation | the same for the non-increasing majorant of `\|c\|`, stored | `n·(m + k')` | `2m + n` |
+//! | banded + low rank, prefix sum | single | `max_j ‖B̂⁻¹ S e_j‖²`, forward substitution per column, checked by its residual | `n²(h + 2r)/2` | `h + 2r` |
 //!
 //! with `k' = min(k, ⌈n/b⌉)`. Everything else is [`Unverifiable`]: the FFT forms, the banded form
 //! under several participations (its exact methods need the whole Gram matrix) or for a custom
 //! workload (the blob does not store `A`), a BandMF encoder with more bands than the separation,
-//! a computation whose error bounds overflow, and any case whose
-//! operations exceed the caller's budget or whose scratch is short. Refusing or accepting such a
-//! blob is the caller's policy ([`Verdict::Unverifiable`]); verification never refuses a blob it
-//! could not check.
+//! a residual too large to certify, and any case whose operations exceed the caller's budget or
+//! whose scratch is short. Refusing or accepting such a blob is the caller's policy
+//! ([`Verdict::Unverifiable`], [`crate::policy`]); verification never refuses a blob it could
+//! not check.
 
 use mfc_formats::{
     BandMfKind, Decoder, F32Table, Neighbouring, Participation, Validated, Workload,
@@ -124,17 +130,6 @@ impl Bounded {
         }
     }
 
-    /// `self / o`, or `None` when `o`'s interval contains zero or the result is not finite.
-    fn div(self, o: Self) -> Option<Self> {
-        let margin = o.v.abs() - o.e * GROW;
-        if margin.partial_cmp(&0.0) != Some(core::cmp::Ordering::Greater) {
-            return None;
-        }
-        let v = self.v / o.v;
-        let e = ((self.e + v.abs() * o.e * GROW) / margin + v.abs() * TWO_U + TINY) * GROW * GROW;
-        (v.is_finite() && e.is_finite()).then_some(Self { v, e })
-    }
-
     /// An upper bound on `|exact|`.
     fn abs_upper(self) -> f64 {
         (self.v.abs() + self.e) * GROW
@@ -154,55 +149,29 @@ impl Bounded {
 }
 
 /// An upper bound on a sum of non-negative upper bounds, added in `f64`: the recursive sum of
-/// `N` terms is within a factor `(1 + u)^N` of the exact one. `mid` sums the computed values
-/// without their error bounds, for [`UpperSum::tight`].
+/// `N` terms is within a factor `(1 + u)^N` of the exact one.
 #[derive(Debug, Clone, Copy, Default)]
 struct UpperSum {
     sum: f64,
-    mid: f64,
     terms: u64,
 }
 
-/// The most a bound may exceed the value computed without error bounds, relative: beyond it the
-/// bound is not rounding but the growth of the error analysis (a BLT filter whose `|A|` has
-/// spectral radius above 1), and [`Unverifiable::IllConditioned`] is reported instead of a bound
-/// that would refuse an honest blob. The compiler raises a recorded value by at most `2·10⁻⁶`
-/// (`mfc_compiler::blob`), far below the 1% a lowered sensitivity is caught at.
+/// The largest relative correction [`solve_up`] applies for rounding (a few units of `10⁻¹⁶`
+/// times the horizon in practice): beyond it the rounding is not small and
+/// [`Unverifiable::IllConditioned`] is reported instead of a bound that would refuse an honest
+/// blob. The compiler raises a recorded value by at most `2·10⁻⁶` (`mfc_compiler::blob`), far
+/// below the 1% a lowered sensitivity is caught at.
 const LOOSENESS: f64 = 1e-6;
 
 impl UpperSum {
-    /// Adds an exact non-negative value.
+    /// Adds a non-negative upper bound.
     fn add(&mut self, x: f64) {
-        self.add_bounded(x, x);
-    }
-
-    /// Adds an upper bound `upper` of a value computed as `mid`.
-    fn add_bounded(&mut self, upper: f64, mid: f64) {
-        self.sum += upper;
-        self.mid += mid;
-        self.terms += 1;
-    }
-
-    /// Adds `x²` for a bounded `x`.
-    fn add_square(&mut self, x: Bounded) {
-        let upper = x.abs_upper();
-        self.add_bounded(upper * upper, x.v * x.v);
+        self.sum += x;
         self.terms += 1;
     }
 
     fn value(self) -> f64 {
         self.sum * (1.0 + (self.terms as f64 + 2.0) * TWO_U) * GROW
-    }
-
-    /// [`UpperSum::value`], or `IllConditioned` when it exceeds the sum of the computed values
-    /// by more than [`LOOSENESS`] (or is not finite).
-    fn tight(self) -> Result<f64, Unverifiable> {
-        let value = self.value();
-        if value.is_finite() && value <= self.mid * (1.0 + LOOSENESS) {
-            Ok(value)
-        } else {
-            Err(Unverifiable::IllConditioned)
-        }
     }
 }
 
@@ -231,15 +200,15 @@ fn schema(
 pub fn scratch_len(m: &Validated<'_>) -> usize {
     let steps = m.header.steps as usize;
     match m.decoder {
-        Decoder::BandedLowRank(d) => 2 * (d.band as usize + d.rank as usize),
+        Decoder::BandedLowRank(d) => d.band as usize + 2 * d.rank as usize,
         Decoder::Blt(d) => match (
             m.header.participation,
             schema(m.header.participation, steps),
         ) {
             (Participation::FixedEpochOrder { .. }, Ok(Some((k, _)))) => {
-                (2 * d.buffers()).saturating_mul(k)
+                2 * d.buffers() + d.buffers().saturating_mul(k - 1)
             }
-            (_, Ok(Some(_))) => 2 * d.buffers() + 2 * steps,
+            (_, Ok(Some(_))) => 2 * d.buffers() + steps,
             _ => 2 * d.buffers(),
         },
         Decoder::BandMf(d) => match (
@@ -323,8 +292,8 @@ pub fn sensitivity_bound(
     };
     let steps = m.header.steps as usize;
     let ks = schema(m.header.participation, steps)?;
-    let squared = match m.decoder {
-        Decoder::BandMf(d) => bandmf(d, steps, ks, m.header.participation, scratch)?,
+    let bound = match m.decoder {
+        Decoder::BandMf(d) => sqrt_up(bandmf(d, steps, ks, m.header.participation, scratch)?),
         Decoder::Blt(d) => blt(d, steps, ks, m.header.participation, scratch)?,
         Decoder::BandedLowRank(d) => {
             if !matches!(m.header.workload, Workload::PrefixSum) {
@@ -334,8 +303,6 @@ pub fn sensitivity_bound(
         }
         _ => return Err(Unverifiable::Form),
     };
-    // A correctly rounded square root, rounded up by the margin.
-    let bound = libm::sqrt(squared) * GROW;
     let factor = match m.header.neighbouring {
         Neighbouring::ReplaceOne => 2.0,
         _ => 1.0,
@@ -362,12 +329,25 @@ pub fn verify(
         Err(why) => Ok(Verdict::Unverifiable(why)),
         Ok(bound) if recorded >= bound => Ok(Verdict::Verified { recorded, bound }),
         Ok(bound) => {
-            let shortfall = (1.0 - recorded / bound) * 1e6;
+            let shortfall = (1.0 - recorded / bound) * 1e9;
             Err(Error::SensitivityUnderstated {
-                shortfall_ppm: libm::ceil(shortfall).clamp(1.0, 1e6) as u32,
+                shortfall_ppb: libm::ceil(shortfall).clamp(1.0, 1e9) as u32,
             })
         }
     }
+}
+
+/// `√x` rounded up (the square root is correctly rounded; the margin covers it).
+fn sqrt_up(x: f64) -> f64 {
+    libm::sqrt(x) * GROW
+}
+
+/// `Y ≤ Ŷ + a·Y` with `a < LOOSENESS` gives `Y ≤ Ŷ/(1 − a)`, rounded up; else `IllConditioned`.
+fn solve_up(y_hat: f64, a: f64) -> Result<f64, Unverifiable> {
+    if !(a.is_finite() && a < LOOSENESS && y_hat.is_finite()) {
+        return Err(Unverifiable::IllConditioned);
+    }
+    Ok(y_hat / (1.0 - a * GROW) * GROW * GROW)
 }
 
 /// `‖Ĉ[:, j]‖²` of a BandMF encoder, rounded up: `Σ_{l < b̂, j + l < n} Ĉ[j + l, j]²`.
@@ -453,22 +433,56 @@ fn bandmf(
     Ok(total.value())
 }
 
-/// One BLT filter `z_t = u_t − Σ_j ω_j s_j`, `s_j ← θ_j s_j + z_t` (the device's decoder run
-/// backwards, `runtime/src/blt.rs`), its state in `state` (`m` bounded values).
-fn blt_step(theta: F32Table<'_>, omega: F32Table<'_>, state: &mut [f64], input: f64) -> Bounded {
+/// One step of the BLT encoder's filter, the device's decoder run backwards
+/// (`runtime/src/blt.rs`): `ĉ_t = δ_t − Σ_j ω_j s_j`, then `s_j ← θ_j s_j + ĉ_t`, in plain
+/// `f64` with `state` the `m` buffers. Returns `ĉ_t`.
+fn blt_step(theta: F32Table<'_>, omega: F32Table<'_>, state: &mut [f64], input: f64) -> f64 {
     let m = theta.as_bytes().len() / 4;
-    let mut z = Bounded::exact(input);
-    for j in 0..m {
-        let w = Bounded::exact(f64::from(omega.get(j).unwrap_or(0.0)));
-        z = z.sub(w.mul(Bounded::read(state, j)));
+    let mut sum = 0.0;
+    for (j, s) in state.iter().enumerate().take(m) {
+        sum += f64::from(omega.get(j).unwrap_or(0.0)) * s;
     }
-    for j in 0..m {
-        let t = Bounded::exact(f64::from(theta.get(j).unwrap_or(0.0)));
-        t.mul(Bounded::read(state, j)).add(z).write(state, j);
+    let c = input - sum;
+    for (j, s) in state.iter_mut().enumerate().take(m) {
+        *s = f64::from(theta.get(j).unwrap_or(0.0)) * *s + c;
     }
-    z
+    c
 }
 
+/// The same step with every value bounded, for the residual: the state holds
+/// `Σ_{u<t} θ_j^{t−1−u} ĉ_u` with `ĉ` taken as exact (so its error bounds shrink by `θ_j < 1`
+/// each step and never compound), and the result is `ρ_t = δ_t − (r * ĉ)_t`, the residual of
+/// `r * c = δ` (the decoder `r = 1/c`, `r_0 = 1`, `r_k = Σ_j ω_j θ_j^{k−1}`). Its computed value
+/// `ĉ_t` uses the same operations as [`blt_step`], bit for bit.
+fn blt_residual(
+    theta: F32Table<'_>,
+    omega: F32Table<'_>,
+    state: &mut [f64],
+    input: f64,
+) -> (f64, f64) {
+    let m = theta.as_bytes().len() / 4;
+    let mut sum = Bounded::exact(0.0);
+    for j in 0..m {
+        let w = Bounded::exact(f64::from(omega.get(j).unwrap_or(0.0)));
+        sum = sum.add(w.mul(Bounded::read(state, j)));
+    }
+    let c = input - sum.v;
+    let residual = Bounded::exact(input).sub(Bounded::exact(c).add(sum));
+    for j in 0..m {
+        let t = Bounded::exact(f64::from(theta.get(j).unwrap_or(0.0)));
+        t.mul(Bounded::read(state, j))
+            .add(Bounded::exact(c))
+            .write(state, j);
+    }
+    (c, residual.abs_upper())
+}
+
+/// The BLT encoder `c = 1/r` over the horizon, checked a posteriori: `ĉ` is computed by the
+/// filter and `ρ = δ − r * ĉ` with bounded arithmetic; then `c − ĉ = c * ρ`, so
+/// `‖c − ĉ‖₂ ≤ ‖ρ‖₁ ‖c‖₂` and `‖c‖₂ ≤ ‖ĉ‖₂ / (1 − ‖ρ‖₁)` (rounding of the filter never
+/// compounds into the bound). Several participations: the pattern sum
+/// `G(x) = ‖(Σ_{p<k'} |x_{t−pb}|)_t‖₂` (of `x` or of its non-increasing majorant) obeys
+/// `G(c) ≤ G(ĉ) + k'·‖c − ĉ‖₂` (and `k'·√n·‖c − ĉ‖_∞` with the majorant).
 fn blt(
     d: mfc_formats::Blt<'_>,
     steps: usize,
@@ -479,101 +493,122 @@ fn blt(
     let m = d.buffers();
     scratch.fill(0.0);
     let impulse = |t: usize| if t == 0 { 1.0 } else { 0.0 };
-    let mut total = UpperSum::default();
-    let Some((k, b)) = ks else {
-        // Single participation: the first column, Σ_{t<n} c_t².
-        for t in 0..steps {
-            total.add_square(blt_step(d.theta, d.omega, scratch, impulse(t)));
-        }
-        return total.tight();
-    };
-    if let Participation::FixedEpochOrder { .. } = participation {
-        // ‖|C| u‖² for u the indicator of {0, b, …}: Σ_t (Σ_{p<k'} |c_{t−pb}|)², with filter p
-        // (state p of the scratch) started at step p·b.
-        for t in 0..steps {
-            let mut g = UpperSum::default();
-            for p in 0..k.min(t / b + 1) {
-                let state = &mut scratch[2 * m * p..2 * m * (p + 1)];
-                let c = blt_step(d.theta, d.omega, state, impulse(t - p * b));
-                g.add_bounded(c.abs_upper(), c.v.abs());
+    let (residual_state, rest) = scratch.split_at_mut(2 * m);
+    let mut norm = UpperSum::default();
+    let mut residual = UpperSum::default();
+    let mut pattern = UpperSum::default();
+    match (ks, participation) {
+        (None, _) => {
+            for t in 0..steps {
+                let (c, r) = blt_residual(d.theta, d.omega, residual_state, impulse(t));
+                norm.add(c * c);
+                residual.add(r);
             }
-            let upper = g.value();
-            total.add_bounded(upper * upper, g.mid * g.mid);
-            total.terms += 1;
         }
-        return total.tight();
-    }
-    // Min separation: the same with |c| replaced by its non-increasing majorant
-    // ĉ_t = max_{t' ≥ t} |c_{t'}|, stored (n upper bounds, then n computed values, after the
-    // filter's state).
-    let (state, rest) = scratch.split_at_mut(2 * m);
-    let (majorant, mid) = rest.split_at_mut(steps);
-    for t in 0..steps {
-        let c = blt_step(d.theta, d.omega, state, impulse(t));
-        majorant[t] = c.abs_upper();
-        mid[t] = c.v.abs();
-    }
-    for t in (0..steps.saturating_sub(1)).rev() {
-        majorant[t] = majorant[t].max(majorant[t + 1]);
-        mid[t] = mid[t].max(mid[t + 1]);
-    }
-    for t in 0..steps {
-        let mut g = UpperSum::default();
-        for p in 0..k.min(t / b + 1) {
-            g.add_bounded(majorant[t - p * b], mid[t - p * b]);
+        (Some((k, b)), Participation::FixedEpochOrder { .. }) => {
+            // Filter p (plain, `m` values of `rest`) restarts ĉ at step p·b, for p ≥ 1.
+            for t in 0..steps {
+                let (c, r) = blt_residual(d.theta, d.omega, residual_state, impulse(t));
+                norm.add(c * c);
+                residual.add(r);
+                let mut g = UpperSum::default();
+                g.add(c.abs());
+                for p in 1..k.min(t / b + 1) {
+                    let state = &mut rest[m * (p - 1)..m * p];
+                    g.add(blt_step(d.theta, d.omega, state, impulse(t - p * b)).abs());
+                }
+                let g = g.value();
+                pattern.add(g * g);
+            }
         }
-        let upper = g.value();
-        total.add_bounded(upper * upper, g.mid * g.mid);
-        total.terms += 1;
+        (Some((k, b)), _) => {
+            let majorant = &mut rest[..steps];
+            for (t, slot) in majorant.iter_mut().enumerate() {
+                let (c, r) = blt_residual(d.theta, d.omega, residual_state, impulse(t));
+                norm.add(c * c);
+                residual.add(r);
+                *slot = c.abs();
+            }
+            for t in (0..steps.saturating_sub(1)).rev() {
+                majorant[t] = majorant[t].max(majorant[t + 1]);
+            }
+            for t in 0..steps {
+                let mut g = UpperSum::default();
+                for p in 0..k.min(t / b + 1) {
+                    g.add(majorant[t - p * b]);
+                }
+                let g = g.value();
+                pattern.add(g * g);
+            }
+        }
     }
-    total.tight()
+    let rho = residual.value();
+    let single = solve_up(sqrt_up(norm.value()), rho)?;
+    let Some((k, _)) = ks else {
+        return Ok(single);
+    };
+    // ‖c − ĉ‖₂ ≤ ρ·‖c‖₂; with the majorant, √n times that bound on ‖c − ĉ‖_∞ ≤ ρ·‖c‖₂.
+    let spread = match participation {
+        Participation::FixedEpochOrder { .. } => 1.0,
+        _ => sqrt_up(steps as f64),
+    };
+    let error = (k as f64) * spread * rho * single * GROW * GROW;
+    if error.is_nan() || error > LOOSENESS * single {
+        return Err(Unverifiable::IllConditioned);
+    }
+    Ok((sqrt_up(pattern.value()) + error) * GROW)
 }
 
-/// Single participation, prefix sum: `max_j ‖y_j‖²` with `B̂ y_j = S e_j`, by forward
-/// substitution with the bands and the low-rank factors (Denisov et al. 2022, App. H): `y_i = 0`
-/// for `i < j`, and for `i ≥ j`
-/// `y_i = (1 − Σ_{0<l<h} D[i, l] y_{i−l} − L_i · β_i) / D[i, 0]`, `β_i = Σ_{j ≤ q ≤ i−h} R_q y_q`.
+/// Single participation, prefix sum: `Y = max_j ‖y_j‖` with `B̂ y_j = S e_j`, checked a
+/// posteriori. Forward substitution with the bands and the low-rank factors (Denisov et al.
+/// 2022, App. H) gives `ŷ_j` in plain `f64` (`ŷ_i = 0` for `i < j`, and for `i ≥ j`
+/// `ŷ_i = (1 − Σ_{0<l<h} D[i, l] ŷ_{i−l} − L_i · β_i) / D[i, 0]`, `β_i = Σ_{j ≤ q ≤ i−h} R_q ŷ_q`),
+/// and the residual `ρ_j = S e_j − B̂ ŷ_j` with bounded arithmetic, `ŷ` taken as exact (one dot
+/// product per row: no compounding). Then `y_j − ŷ_j = B̂⁻¹ρ_j = Ĉ S⁻¹ ρ_j`, and
+/// `‖S⁻¹v‖₁ ≤ 2‖v‖₁` (first differences), so `‖y_j‖ ≤ ‖ŷ_j‖ + 2·Y·‖ρ_j‖₁` and
+/// `Y ≤ max_j ‖ŷ_j‖ / (1 − 2 max_j ‖ρ_j‖₁)`.
 fn banded(
     d: mfc_formats::BandedLowRank<'_>,
     steps: usize,
     scratch: &mut [f64],
 ) -> Result<f64, Unverifiable> {
     let (h, r) = (d.band as usize, d.rank as usize);
-    let (ring, beta) = scratch.split_at_mut(2 * h);
+    let (ring, beta) = scratch.split_at_mut(h);
+    let beta = &mut beta[..2 * r];
     let entry = |t: F32Table<'_>, i: usize| Bounded::exact(f64::from(t.get(i).unwrap_or(0.0)));
-    let mut best = 0.0f64;
+    let (mut best, mut worst_residual) = (0.0f64, 0.0f64);
     for j in 0..steps {
         ring.fill(0.0);
         beta.fill(0.0);
         let mut norm = UpperSum::default();
+        let mut residual = UpperSum::default();
         for i in j..steps {
             if i >= j + h {
-                // y_{i−h} leaves the band: β += R_{i−h} y_{i−h}.
+                // ŷ_{i−h} leaves the band: β += R_{i−h} ŷ_{i−h}.
                 let q = i - h;
-                let y = Bounded::read(ring, q % h);
+                let y = Bounded::exact(ring[q % h]);
                 for c in 0..r {
                     let updated = Bounded::read(beta, c).add(entry(d.right, q * r + c).mul(y));
                     updated.write(beta, c);
                 }
             }
-            let mut acc = Bounded::exact(1.0);
+            let mut partial = Bounded::exact(0.0);
             for l in 1..h.min(i - j + 1) {
-                acc = acc.sub(entry(d.diagonals, i * h + l).mul(Bounded::read(ring, (i - l) % h)));
+                let y = Bounded::exact(ring[(i - l) % h]);
+                partial = partial.add(entry(d.diagonals, i * h + l).mul(y));
             }
             for c in 0..r {
-                acc = acc.sub(entry(d.left, i * r + c).mul(Bounded::read(beta, c)));
+                partial = partial.add(entry(d.left, i * r + c).mul(Bounded::read(beta, c)));
             }
-            let y = acc
-                .div(entry(d.diagonals, i * h))
-                .ok_or(Unverifiable::IllConditioned)?;
-            y.write(ring, i % h);
-            norm.add_square(y);
+            let pivot = entry(d.diagonals, i * h);
+            let y = (1.0 - partial.v) / pivot.v;
+            let row = partial.add(pivot.mul(Bounded::exact(y)));
+            residual.add(Bounded::exact(1.0).sub(row).abs_upper());
+            norm.add(y * y);
+            ring[i % h] = y;
         }
-        best = best.max(norm.tight()?);
+        best = best.max(norm.value());
+        worst_residual = worst_residual.max(residual.value());
     }
-    if best.is_finite() {
-        Ok(best)
-    } else {
-        Err(Unverifiable::IllConditioned)
-    }
+    solve_up(sqrt_up(best), 2.0 * worst_residual * GROW)
 }
