@@ -141,6 +141,11 @@ pub enum Error {
     /// The device's policy requires a verified sensitivity and this blob's could not be verified
     /// within its budget and scratch (`verify::Unverifiable`).
     SensitivityUnverified,
+    /// The blob has no signature trailer, and the caller requires one (`signature`).
+    NotSigned,
+    /// The blob's Ed25519 signature does not verify under the device's public key (another
+    /// key, or any byte of the blob or the signature changed), or the public key is invalid.
+    BadSignature,
 }
 
 impl fmt::Display for Error {
@@ -239,6 +244,10 @@ impl fmt::Display for Error {
             ),
             Error::SensitivityUnverified => f.write_str(
                 "the device's policy requires a verified sensitivity, and this blob's could not be verified within its budget",
+            ),
+            Error::NotSigned => f.write_str("the blob is not signed, and a signature is required"),
+            Error::BadSignature => f.write_str(
+                "the blob's signature does not verify under the device's public key (another key, or the blob was changed)",
             ),
             Error::FftBlockTooLarge { block, max } => write!(
                 f,

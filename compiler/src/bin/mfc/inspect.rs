@@ -19,6 +19,9 @@ pub struct Args {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// The public key (from `mfc keygen`) a signed blob's signature must verify under.
+    #[arg(long, value_parser = crate::options::in_path)]
+    public_key: Option<PathBuf>,
     /// Also write the report as `header.json` and every decoder table as a float32 `.npy` file
     /// (shapes as in formats/SPEC.md: `diagonals` n×h, `left`/`right` n×r; `theta`, `omega`;
     /// `kernel`, `generator`) into this directory, e.g. for `numpy.load`.
@@ -88,10 +91,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             format!("{}: {e}", args.blob.display()),
         ))
     })?;
-    let m = Mechanism::from_bytes(&bytes).map_err(|error| Error::BlobFile {
-        path: args.blob.display().to_string(),
-        error,
-    })?;
+    let (m, bytes, signature) = crate::sign::open(&bytes, &args.blob, args.public_key.as_deref())?;
     let h = &m.header;
     let checksum = u32::from_le_bytes(bytes[bytes.len() - 4..].try_into()?);
     let workload = match h.workload {
@@ -157,6 +157,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         "blob_bytes": bytes.len(),
         "checksum": format!("{checksum:#010x}"),
         "checksum_ok": true,
+        "signature": signature,
         "generator": h.generator,
         "workload": workload,
         "steps": h.steps,
@@ -214,6 +215,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         mfc_formats::FORMAT_VERSION,
         bytes.len()
     );
+    println!("signature           {signature}");
     println!("generator           {}", h.generator);
     println!("workload            {workload}, n = {}", h.steps);
     println!("participation       {participation}");

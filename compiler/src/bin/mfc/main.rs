@@ -13,6 +13,7 @@ mod inspect;
 mod options;
 mod plot;
 mod schema;
+mod sign;
 mod simulate;
 mod verdict;
 
@@ -38,6 +39,10 @@ enum Command {
     Simulate(simulate::Args),
     /// Draw per-step error curves or factorization heatmaps (SVG).
     Plot(plot::Args),
+    /// Make an Ed25519 key pair for signing blobs.
+    Keygen(sign::KeygenArgs),
+    /// Sign a blob (Ed25519, a detached trailer that devices check against the public key).
+    Sign(sign::SignArgs),
 }
 
 /// The command line, or a refusal in one line (`mfc: invalid value '1000' for '--buffers
@@ -79,6 +84,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         Command::Simulate(args) => simulate::run(args),
         Command::Plot(args) => plot::run(args),
         Command::Calibrate(args) => calibrate::run(args),
+        Command::Keygen(args) => sign::keygen(args),
+        Command::Sign(args) => sign::sign(args),
     }
 }
 

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use mfc_compiler::Error;
-use mfc_formats::{Decoder, Mechanism, Workload};
+use mfc_formats::{Decoder, Workload};
 use mfc_runtime::{BandMfStream, BltStream, ChaChaNoise, FftStream, Stream};
 use npyz::WriterBuilder;
 
@@ -24,6 +24,9 @@ pub struct Args {
     /// noise. Without it the seed comes from the operating system.
     #[arg(long)]
     seed: Option<String>,
+    /// The public key (from `mfc keygen`) a signed blob's signature must verify under.
+    #[arg(long, value_parser = crate::options::in_path)]
+    public_key: Option<PathBuf>,
 }
 
 fn io_error(path: &Path, e: std::io::Error) -> Error {
@@ -108,10 +111,7 @@ fn noise(seed: Option<&str>) -> Result<ChaChaNoise, Box<dyn std::error::Error>> 
 
 pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let bytes = std::fs::read(&args.blob).map_err(|e| io_error(&args.blob, e))?;
-    let m = Mechanism::from_bytes(&bytes).map_err(|error| Error::BlobFile {
-        path: args.blob.display().to_string(),
-        error,
-    })?;
+    let (m, _, _) = crate::sign::open(&bytes, &args.blob, args.public_key.as_deref())?;
     // The device's check first: an understated sensitivity is refused before any step; one the
     // runtime cannot check is replayed with a warning (the host's policy; a device chooses its
     // own, `mfc_runtime::verify`).
