@@ -72,7 +72,8 @@ pub enum Unverifiable {
         /// `f64`s it needs.
         needed: usize,
     },
-    /// The error bounds overflowed, or a pivot's interval contains zero.
+    /// The residual of a solved encoder (banded `B̂⁻¹S`, BLT `1/r`) is too large to certify the
+    /// value to a relative `10⁻⁶`, or a bound is not finite.
     IllConditioned,
 }
 
