@@ -6,6 +6,10 @@
 # and exit with code 2 — not 0, not hang (timeout: 124), not fault (3) or panic (101).
 # The drift firmware streams 10⁶ BLT steps (d = 1): its printed releases and the checksum of all
 # of them must equal the host's, whose every release is within 4 ulps of the exact sum.
+# The verify firmware recomputes three blobs' sensitivities on the device (issue 20): each must
+# verify, and each lowered by 1% (CRC recomputed on the device) must be refused. The signed
+# firmware checks a signed blob's Ed25519 signature (feature signature) and refuses it with one
+# bit flipped or under another key.
 # Leaves the logs in target/firmware/ (.ci/run hands them to the workspace tests).
 # Needs qemu-system-arm and the thumbv7em-none-eabihf target (.ci/run installs them).
 set -euo pipefail
@@ -18,7 +22,7 @@ qemu=(timeout 60 qemu-system-arm -machine mps2-an386 -cpu cortex-m4 -nographic
       -semihosting-config enable=on,target=native -kernel)
 
 echo "-- build (thumbv7em-none-eabihf, opt-level s, LTO)"
-(cd "$fw" && cargo build --release --bin telemetry --bin drift)
+(cd "$fw" && cargo build --release --bin telemetry --bin drift --bin verify)
 (cd "$fw" && cargo build --release --bin telemetry --features corrupt-blob --target-dir target/corrupt)
 (cd "$fw" && cargo build --release --bin telemetry --features defmt --target-dir target/defmt)
 (cd "$fw" && MFC_FIRMWARE_BLOB="$PWD/bandmf.mfc" cargo build --release --bin telemetry \
@@ -71,6 +75,28 @@ head -n 2 "$logs/drift.log"
 tail -n 2 "$logs/drift.log"
 if [ "$status" -ne 0 ]; then
   echo "drift firmware exited with $status (expected 0)" >&2
+  exit 1
+fi
+
+echo "-- the device verifies each blob's sensitivity and refuses it lowered by 1% (issue 20)"
+status=0
+timeout 120 "${qemu[@]:2:8}" -icount shift=6 -kernel "$fw/target/thumbv7em-none-eabihf/release/verify" \
+  >"$logs/verify.log" || status=$?
+cat "$logs/verify.log"
+if [ "$status" -ne 0 ] || [ "$(grep -c ': verified, ' "$logs/verify.log")" -ne 3 ] \
+  || [ "$(grep -c 'lowered 1%: refused' "$logs/verify.log")" -ne 3 ]; then
+  echo "verify firmware exited with $status (expected 0, three verified, three refused)" >&2
+  exit 1
+fi
+
+echo "-- a signed blob verifies on the device; one bit flipped and another key are refused"
+(cd "$fw" && cargo build --release --bin signed --features signature --target-dir target/signed)
+status=0
+timeout 120 "${qemu[@]:2:8}" -icount shift=6 -kernel \
+  "$fw/target/signed/thumbv7em-none-eabihf/release/signed" >"$logs/signed.log" || status=$?
+cat "$logs/signed.log"
+if [ "$status" -ne 0 ] || ! grep -q "bytes verified" "$logs/signed.log"; then
+  echo "signed firmware exited with $status (expected 0: verified, flipped and other key refused)" >&2
   exit 1
 fi
 

@@ -120,6 +120,30 @@ fn header<'a>(
     })
 }
 
+/// The most operations the compiler spends on [`certified`]'s check of one blob (seconds on a
+/// host; a device's budget is its own, `mfc_runtime::verify::operations`).
+pub const VERIFY_OPERATIONS: u64 = 20_000_000_000;
+
+/// The blob bytes of `mechanism`, its recorded sensitivity raised to the device's verification
+/// bound `U` when `U` is larger by at most the rounding allowance (a relative `2·10⁻⁶`, twice
+/// the looseness `mfc_runtime::verify` accepts of its own error bounds), so a
+/// device that verifies it (`mfc_runtime::verify`, the same `f64` arithmetic bit for bit)
+/// accepts it. A larger gap is left alone: it is not rounding, and the device refuses the blob,
+/// which the tests of every form and schema would catch.
+fn certified(mut mechanism: Mechanism<'_>) -> Result<Vec<u8>> {
+    let validated = mechanism.validate()?;
+    let mut scratch = vec![0.0; mfc_runtime::verify::scratch_len(&validated)];
+    if let Ok(bound) =
+        mfc_runtime::verify::sensitivity_bound(&validated, &mut scratch, VERIFY_OPERATIONS)
+    {
+        let recorded = &mut mechanism.header.sensitivity.value;
+        if bound > *recorded && bound <= *recorded * (1.0 + 2e-6) {
+            *recorded = bound;
+        }
+    }
+    Ok(mechanism.to_vec()?)
+}
+
 /// A table over whole `f32` words.
 fn table(bytes: &[u8]) -> Result<mfc_formats::F32Table<'_>> {
     mfc_formats::F32Table::new(bytes)
@@ -164,7 +188,7 @@ pub fn encode(
             right: table(&right)?,
         }),
     };
-    Ok(mechanism.to_vec()?)
+    certified(mechanism)
 }
 
 /// Encodes a compiled FFT mechanism (001 §4, App. K; `formats/SPEC.md`, decoder 1) for the
@@ -198,7 +222,7 @@ pub fn encode_fft(compiled: &crate::fft::FftMechanism, options: &BlobOptions) ->
             generator: table(&generator)?,
         }),
     };
-    Ok(mechanism.to_vec()?)
+    certified(mechanism)
 }
 
 /// Encodes a compiled BLT (`formats/SPEC.md`, decoder 2) for the prefix sum: the stored `θ, ω`
@@ -230,7 +254,7 @@ pub fn encode_blt(
             omega: table(&omega)?,
         }),
     };
-    Ok(mechanism.to_vec()?)
+    certified(mechanism)
 }
 
 /// Encodes a compiled BandMF encoder (`formats/SPEC.md`, decoder 3) for `workload`: the stored
@@ -273,5 +297,5 @@ pub fn encode_bandmf(
             encoder: table(&encoder)?,
         }),
     };
-    Ok(mechanism.to_vec()?)
+    certified(mechanism)
 }

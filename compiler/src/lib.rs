@@ -24,6 +24,7 @@ pub mod pipeline;
 mod refine;
 pub mod report;
 pub mod sensitivity;
+pub mod signing;
 pub mod stamp;
 pub mod toeplitz;
 pub mod tree;

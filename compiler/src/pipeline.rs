@@ -316,6 +316,12 @@ pub fn parse_workload(
         return Ok((Workload::Momentum { momentum, schedule }, required()?));
     }
     if let Some(path) = spec.strip_prefix("npy:") {
+        if path.is_empty() {
+            return Err(Error::InvalidOption(
+                "--workload npy:: the path is empty (expected npy:PATH to a square .npy matrix)"
+                    .into(),
+            ));
+        }
         let matrix = workload::read_npy(path)?;
         let n = matrix.nrows();
         if steps.is_some_and(|s| s != n) {
@@ -366,7 +372,9 @@ fn calibration(request: &CompileRequest) -> Result<Option<Calibration>, Error> {
         match (request.epsilon, request.delta, request.noise_multiplier) {
             (Some(epsilon), Some(delta), None) => {
                 let sigma = noise_multiplier_for(epsilon, delta)
-                    .ok_or_else(|| bad(format!("cannot calibrate ε = {epsilon}, δ = {delta}")))?;
+                    .ok_or_else(|| bad(format!(
+                        "--epsilon {epsilon:?} --delta {delta:?}: no noise multiplier in (0, 10^6] reaches it"
+                    )))?;
                 Some(Calibration {
                     noise_multiplier: sigma,
                     target: Some(PrivacyTarget { epsilon, delta }),
@@ -376,7 +384,9 @@ fn calibration(request: &CompileRequest) -> Result<Option<Calibration>, Error> {
                 let target = match delta {
                     Some(delta) => Some(PrivacyTarget {
                         epsilon: epsilon_for_noise_multiplier(sigma, delta)
-                            .ok_or_else(|| bad(format!("no ε for σ = {sigma}, δ = {delta}")))?,
+                            .ok_or_else(|| bad(format!(
+                                "--noise-multiplier {sigma:?} --delta {delta:?}: no finite ε (σ too small for δ)"
+                            )))?,
                         delta,
                     }),
                     None => None,
@@ -437,6 +447,25 @@ pub fn compile_request(
         Some(Horizon::Unbounded) | None => steps,
     };
     let participation = request.schema.participation(covered)?;
+    check_linear_memory(request, covered)?;
+    if request.stamps != "auto" {
+        let divisors = "a divisor of --steps, or `auto`";
+        match request.stamps.parse::<usize>() {
+            Ok(s) if s >= 1 && steps % s == 0 => {}
+            _ => {
+                return Err(Error::InvalidOption(format!(
+                    "--stamps {}: expected {divisors} (--steps {steps})",
+                    request.stamps
+                )));
+            }
+        }
+    }
+    if request.form == "banded" && (request.band > steps || request.rank > steps) {
+        return Err(Error::InvalidOption(format!(
+            "--band {} --rank {}: the band h must be in 1..={steps} and the rank r in 0..={steps} (n = {steps})",
+            request.band, request.rank
+        )));
+    }
     let blob_options = BlobOptions {
         clip_norm: request.clip_norm,
         calibration,
@@ -477,6 +506,51 @@ pub fn compile_request(
         steps,
         report,
     })
+}
+
+/// The encoder's sensitivity as the blob records it (divided by the neighbouring factor): the
+/// compiler's value, or the device's verification bound when that is larger by rounding
+/// ([`blob`]'s `certified`), so the report states the sensitivity the noise is scaled by.
+fn recorded_sensitivity(blob: &[u8], options: &BlobOptions) -> Result<f64, Error> {
+    let recorded = mfc_formats::Mechanism::from_bytes(blob)?
+        .header
+        .sensitivity
+        .value;
+    Ok(recorded / neighbouring_factor(options.neighbouring)?)
+}
+
+/// The forms whose compile holds a few vectors of `n` floats (BLT, BandMF Toeplitz for the prefix
+/// sum or momentum): a horizon whose vectors exceed this machine's available memory is refused
+/// up front (it would abort on allocation otherwise), naming the largest horizon that fits.
+fn check_linear_memory(request: &CompileRequest, steps: usize) -> Result<(), Error> {
+    // Measured peaks (GNU time, maximum resident set): about 8 bytes per step for BLT and 24
+    // for BandMF Toeplitz at n = 10^8; a factor of 4 above them for the later stages.
+    let (option, bytes_per_step) = match request.form.as_str() {
+        "blt" => (
+            if request.horizon.is_some() {
+                "--horizon"
+            } else {
+                "--steps"
+            },
+            32.0,
+        ),
+        "bandmf" if request.toeplitz => ("--steps", 96.0),
+        _ => return Ok(()),
+    };
+    match budget::available_memory() {
+        Some(available) if steps as f64 * bytes_per_step > available && !request.force => {
+            Err(Error::InvalidOption(format!(
+                "{option} {steps}: the {} compile holds about {bytes_per_step} bytes per step, \
+                 {:.1} GB; this machine has {:.1} GB available, enough for {option} up to {} \
+                 (--force tries anyway)",
+                request.form,
+                steps as f64 * bytes_per_step / 1e9,
+                available / 1e9,
+                (available / bytes_per_step) as u64
+            )))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// One compile's settled options.
@@ -529,7 +603,7 @@ impl Job<'_> {
                 p.iteration, p.relative_gap, request.gap
             )));
         };
-        let compiled = compile(
+        let mut compiled = compile(
             a.as_ref(),
             request.band,
             request.rank,
@@ -537,6 +611,7 @@ impl Job<'_> {
             &mut on_progress,
         )?;
         let blob = blob::encode(&compiled, workload, &self.blob_options)?;
+        compiled.sensitivity = recorded_sensitivity(&blob, &self.blob_options)?;
         let mut report = CompileReport::new(
             request.workload.clone(),
             &compiled,
@@ -573,15 +648,16 @@ impl Job<'_> {
     fn blt(&self) -> Result<(Vec<u8>, Report), Error> {
         let (request, steps, participation) = (self.request, self.steps, &self.participation);
         let blt = optimize_blt(steps, request.buffers, participation)?;
-        let compiled = match request.horizon {
+        let mut compiled = match request.horizon {
             Some(Horizon::Steps(horizon)) => compile_blt(&blt, steps, horizon, participation)?,
             None => compile_blt(&blt, steps, steps, participation)?,
             Some(Horizon::Unbounded) => compile_blt_unbounded(&blt, steps, participation)?,
         };
         if compiled.every_horizon {
-            return self.unbounded_blt(&compiled);
+            return self.unbounded_blt(&mut compiled);
         }
         let blob = blob::encode_blt(&compiled, &self.blob_options)?;
+        compiled.sensitivity = recorded_sensitivity(&blob, &self.blob_options)?;
         let factor = neighbouring_factor(self.blob_options.neighbouring)?;
         let statement = PrivacyStatement::new(
             &self.blob_options,
@@ -627,9 +703,10 @@ impl Job<'_> {
 
     /// The report of `--form blt --horizon unbounded`: the statement with the bound for every
     /// horizon, and how the per-step error grows with the step `t`.
-    fn unbounded_blt(&self, compiled: &CompiledBlt) -> Result<(Vec<u8>, Report), Error> {
+    fn unbounded_blt(&self, compiled: &mut CompiledBlt) -> Result<(Vec<u8>, Report), Error> {
         let (request, steps) = (self.request, self.steps);
         let blob = blob::encode_blt(compiled, &self.blob_options)?;
+        compiled.sensitivity = recorded_sensitivity(&blob, &self.blob_options)?;
         let factor = neighbouring_factor(self.blob_options.neighbouring)?;
         let statement = PrivacyStatement::new(
             &self.blob_options,
@@ -697,13 +774,14 @@ impl Job<'_> {
         } else {
             FftKind::OptimalDecoder
         };
-        let compiled = compile_fft(&FftOptions {
+        let mut compiled = compile_fft(&FftOptions {
             steps,
             stamps: parse_number(&request.stamps, "--stamps (a number for the FFT form)")?,
             kind,
             participation: self.participation,
         })?;
         let blob = blob::encode_fft(&compiled, &self.blob_options)?;
+        compiled.sensitivity = recorded_sensitivity(&blob, &self.blob_options)?;
         let statement = PrivacyStatement::new(
             &self.blob_options,
             &self.participation,
@@ -828,13 +906,14 @@ impl Job<'_> {
             bands,
             ..BandMfOptions::default()
         };
-        let compiled = compile_bandmf(workload, steps, &options, &mut |what, loss| {
+        let mut compiled = compile_bandmf(workload, steps, &options, &mut |what, loss| {
             on_event(Event::Progress(format!(
                 "n = {steps}: {what}, sqrt(L) = {:.4}",
                 loss.sqrt()
             )));
         })?;
         let blob = blob::encode_bandmf(&compiled, workload, &self.blob_options)?;
+        compiled.sensitivity = recorded_sensitivity(&blob, &self.blob_options)?;
         let factor = neighbouring_factor(self.blob_options.neighbouring)?;
         let prefix = matches!(workload, Workload::PrefixSum);
         let floats = compiled.bands + 2 * usize::from(prefix);

@@ -261,7 +261,10 @@ fn compile_momentum_with_cooldown_for_multiple_epochs() {
             "--workload prefix --epochs 2 --min-sep 4 --every 4",
             "--min-sep",
         ),
-        ("--workload prefix --epochs 2 --min-sep 0", "--min-sep 0"),
+        (
+            "--workload prefix --epochs 2 --min-sep 0",
+            "'0' for '--min-sep <B>': 0 is not in 1..=",
+        ),
         (
             "--workload prefix --neighbouring swap-one",
             "--neighbouring swap-one",
@@ -412,7 +415,10 @@ fn compile_bandmf_forms_and_inspect_them() {
         ),
         ("--bands 0", "--bands 0: b̂ must be in 1..=64"),
         ("--bands many", "--bands many: expected a number"),
-        ("--bands auto --max-bands 0", "--max-bands 0"),
+        (
+            "--bands auto --max-bands 0",
+            "'0' for '--max-bands <MAX_BANDS>': 0 is not in 1..=",
+        ),
     ] {
         let err = assert_refused(&args(
             &["compile --form bandmf --steps 64 --out {}", bad].join(" "),

@@ -25,6 +25,7 @@ extern crate alloc;
 pub mod canonical;
 mod error;
 mod mechanism;
+pub mod signature;
 mod table;
 
 pub use error::Error;

@@ -129,6 +129,23 @@ pub enum Error {
         /// The longest block this build replays.
         max: u32,
     },
+    /// The blob records a sensitivity below the upper bound the device computed from its stored
+    /// coefficients (`verify`): its noise is too small for the `(ε, δ)` it claims.
+    SensitivityUnderstated {
+        /// How far below the bound, in billionths of it (rounded up, at least 1).
+        shortfall_ppb: u32,
+    },
+    /// The blob's noise multiplier (or the one given) is below the device's privacy floor
+    /// (`policy`): a larger `ε` than the device accepts.
+    BelowPrivacyFloor,
+    /// The device's policy requires a verified sensitivity and this blob's could not be verified
+    /// within its budget and scratch (`verify::Unverifiable`).
+    SensitivityUnverified,
+    /// The blob has no signature trailer, and the caller requires one (`signature`).
+    NotSigned,
+    /// The blob's Ed25519 signature does not verify under the device's public key (another
+    /// key, or any byte of the blob or the signature changed), or the public key is invalid.
+    BadSignature,
 }
 
 impl fmt::Display for Error {
@@ -214,6 +231,24 @@ impl fmt::Display for Error {
                 f.write_str("the release counter is at epoch 0: cold-start a new epoch first")
             }
             Error::EpochExhausted => f.write_str("the release counter's epoch is exhausted"),
+            Error::SensitivityUnderstated { shortfall_ppb: 1 } => f.write_str(
+                "the blob's recorded sensitivity is below the bound computed from its coefficients by at most 1e-9 of it, the rounding of a blob compiled before device-side verification (recompile it): its noise is not proven to give the privacy it claims",
+            ),
+            Error::SensitivityUnderstated { shortfall_ppb } => write!(
+                f,
+                "the blob's recorded sensitivity is {:.4}% below the bound computed from its coefficients: its noise would not give the privacy it claims",
+                f64::from(shortfall_ppb) / 1e7
+            ),
+            Error::BelowPrivacyFloor => f.write_str(
+                "the blob's noise multiplier is below the device's privacy floor (minimum σ, or maximum ε at its δ)",
+            ),
+            Error::SensitivityUnverified => f.write_str(
+                "the device's policy requires a verified sensitivity, and this blob's could not be verified within its budget",
+            ),
+            Error::NotSigned => f.write_str("the blob is not signed, and a signature is required"),
+            Error::BadSignature => f.write_str(
+                "the blob's signature does not verify under the device's public key (another key, or the blob was changed)",
+            ),
             Error::FftBlockTooLarge { block, max } => write!(
                 f,
                 "FFT block of {block} steps is longer than this runtime's {max} (feature fft-32768)"

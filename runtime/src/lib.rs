@@ -63,6 +63,8 @@
 //!   second thread.
 //! - `insecure-simulation`: `InsecureSimulationNoise` (Xoshiro256++), predictable noise for
 //!   simulations and benchmarks only — a release noised by it is not private.
+//! - `signature`: `signature::from_signed_bytes`, blobs signed with Ed25519 (`mfc sign`) verified
+//!   against a public key the device holds, before they are parsed.
 //! - `defmt`: `defmt::Format` for the error type and the public types (the runtime itself logs
 //!   nothing).
 //!
@@ -85,12 +87,16 @@ pub mod fft;
 pub mod noise;
 #[cfg(feature = "parallel")]
 pub mod parallel;
+pub mod policy;
 #[cfg(feature = "parallel")]
 pub mod prefetch;
 pub mod privacy;
 pub mod replay;
+#[cfg(feature = "signature")]
+pub mod signature;
 pub mod stream;
 mod sum;
+pub mod verify;
 mod ziggurat;
 
 pub use bandmf::BandMfStream;

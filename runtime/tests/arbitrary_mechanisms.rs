@@ -418,6 +418,22 @@ macro_rules! exercise {
 /// Every constructor and step function of every form, for a validated mechanism.
 fn exercise_all(m: Validated<'_>, dim: usize, sigma: f64, blob: &[u8]) {
     let horizon = m.steps();
+    // Verification and the policy never panic: a verdict or a typed refusal, whatever the
+    // scratch (sized, empty) and the budget.
+    let mut scratch = vec![f64::NAN; mfc_runtime::verify::scratch_len(&m).min(1 << 16)];
+    for budget in [0, 1 << 20] {
+        let _ = mfc_runtime::verify::verify(&m, &mut scratch, budget);
+        let _ = mfc_runtime::verify::verify(&m, &mut [], budget);
+    }
+    let policy = mfc_runtime::policy::Policy {
+        floor: mfc_runtime::policy::Floor::Epsilon {
+            max: 1.0,
+            delta: 1e-6,
+        },
+        max_operations: 1 << 20,
+        refuse_unverifiable: true,
+    };
+    let _ = mfc_runtime::policy::admit(&m, Some(sigma), &policy, &mut scratch);
     // A workspace of the length asked for (NaN-filled: streams must zero it), if it is small.
     let sized = |len: Result<usize, Error>| -> Option<Vec<f32>> {
         let len = len.ok().filter(|&l| l <= MAX_WORKSPACE)?;

@@ -268,6 +268,15 @@ fn an_unbounded_horizon_bound_covers_a_million_steps_within_a_thousandth() {
         let bytes = encode_blt(&unbounded, &options).unwrap();
         let (mechanism, fp) = BlobFingerprint::load(&bytes).unwrap();
         assert_eq!(mechanism.header.steps as usize, n);
+        // The device's verification recomputes over a finite horizon, which would not bound a
+        // claim for every horizon: it says so rather than accept a lowered one.
+        let mut scratch = vec![0.0; mfc_runtime::verify::scratch_len(&mechanism)];
+        assert_eq!(
+            mfc_runtime::verify::verify(&mechanism, &mut scratch, u64::MAX),
+            Ok(mfc_runtime::verify::Verdict::Unverifiable(
+                mfc_runtime::verify::Unverifiable::UnboundedHorizon
+            ))
+        );
         let counter = ReleaseCounter::new(1, 0);
         let len = BltStream::<ChaChaNoise>::workspace_len(&mechanism, 2).unwrap();
         let mut ws = vec![0.0f32; len];

@@ -47,6 +47,7 @@ fn seed_blobs_are_canonical_and_pass_both_blob_targets() {
         assert!(fuzz::replay(&mechanism), "{name} was not replayed");
         fuzz::blob(bytes);
         fuzz::blob_payload(bytes);
+        fuzz::signed::signed(bytes);
         assert_eq!(
             &fuzz::reframe(bytes),
             bytes,

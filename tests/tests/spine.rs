@@ -147,7 +147,13 @@ fn shipped_sensitivity_matches_brute_force_over_neighbours() {
         (recorded - brute).abs() <= 1e-9 * brute,
         "recorded {recorded}, brute force {brute}"
     );
-    assert_eq!(recorded, compiled.sensitivity);
+    // Issue 20: the blob records max(sens, U), U the device's verification bound (at most
+    // 2·10⁻⁶ above the compiler's value; about 10⁻¹³ here), so that the device accepts it.
+    assert!(
+        recorded >= compiled.sensitivity && recorded <= compiled.sensitivity * (1.0 + 2e-6),
+        "recorded {recorded}, compiled {}",
+        compiled.sensitivity
+    );
     // Normalized: the shipped encoder has sensitivity ≈ 1 (rounding to f32 moves it slightly).
     assert!((recorded - 1.0).abs() < 1e-5, "{recorded}");
     // The recorded loss is the loss of the stored coefficients.

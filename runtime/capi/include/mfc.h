@@ -52,6 +52,12 @@ typedef enum MfcStatus {
   MFC_STATUS_BUFFER_TOO_SMALL = 15,
   // A checkpoint can only be restored into a freshly opened stream.
   MFC_STATUS_STREAM_ALREADY_STARTED = 16,
+  // The blob records a sensitivity below the bound `mfc_verify` recomputed from its
+  // coefficients: its noise is too small for the privacy it claims.
+  MFC_STATUS_SENSITIVITY_UNDERSTATED = 17,
+  // `mfc_verify` could not check the blob's sensitivity within its budget and scratch, or for
+  // its form and schema: the caller's policy decides.
+  MFC_STATUS_UNVERIFIABLE = 18,
 } MfcStatus;
 
 // An opened stream: the replay of one blob, its fingerprint (for checkpoints) and the
@@ -222,6 +228,29 @@ enum MfcStatus mfc_counter_record(struct MfcCounter *counter, const struct MfcSt
 // # Safety
 // `stream` must be null or come from `mfc_stream_open*`, and not be used again.
 void mfc_stream_close(struct MfcStream *stream);
+
+// The `double`s of scratch `mfc_verify` needs for this blob, written to `*out`.
+//
+// # Safety
+// `blob` must point to `blob_len` readable bytes and `out` to a writable `size_t`.
+enum MfcStatus mfc_verify_scratch_len(const uint8_t *blob, size_t blob_len, size_t *out);
+
+// Recomputes the blob's sensitivity from its stored coefficients, with at most
+// `max_operations` operations and `scratch` (`scratch_len` doubles, see
+// `mfc_verify_scratch_len`). Returns `MFC_STATUS_OK` and writes the bound to `*bound` when the
+// recorded sensitivity is at least the bound, `MFC_STATUS_SENSITIVITY_UNDERSTATED` when it is
+// below (refuse the blob), and `MFC_STATUS_UNVERIFIABLE` when the bound could not be computed
+// (the caller's policy decides). `bound` may be null.
+//
+// # Safety
+// `blob` must point to `blob_len` readable bytes, `scratch` to `scratch_len` writable doubles
+// (or be null with `scratch_len` 0) not overlapping the blob, and `bound` be null or writable.
+enum MfcStatus mfc_verify(const uint8_t *blob,
+                          size_t blob_len,
+                          double *scratch,
+                          size_t scratch_len,
+                          uint64_t max_operations,
+                          double *bound);
 
 #ifdef __cplusplus
 }  // extern "C"

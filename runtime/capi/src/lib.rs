@@ -30,6 +30,8 @@
 #![no_std]
 #![allow(unsafe_code)]
 
+mod verify;
+
 #[cfg(any(test, not(target_os = "none")))]
 extern crate std;
 
@@ -79,6 +81,12 @@ pub enum MfcStatus {
     BufferTooSmall = 15,
     /// A checkpoint can only be restored into a freshly opened stream.
     StreamAlreadyStarted = 16,
+    /// The blob records a sensitivity below the bound `mfc_verify` recomputed from its
+    /// coefficients: its noise is too small for the privacy it claims.
+    SensitivityUnderstated = 17,
+    /// `mfc_verify` could not check the blob's sensitivity within its budget and scratch, or for
+    /// its form and schema: the caller's policy decides.
+    Unverifiable = 18,
 }
 
 impl From<Error> for MfcStatus {
@@ -103,6 +111,7 @@ impl From<Error> for MfcStatus {
             | Error::UnsupportedCheckpointVersion { .. } => MfcStatus::MalformedCheckpoint,
             Error::CheckpointBufferTooSmall { .. } => MfcStatus::BufferTooSmall,
             Error::StreamAlreadyStarted => MfcStatus::StreamAlreadyStarted,
+            Error::SensitivityUnderstated { .. } => MfcStatus::SensitivityUnderstated,
             _ => MfcStatus::Refused,
         }
     }

@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod checkpoint;
+pub mod signed;
 
 use mfc_formats::{
     CHECKSUM_LEN, Error as BlobError, FORMAT_VERSION, MAGIC, Mechanism, PREFIX_LEN, Validated,

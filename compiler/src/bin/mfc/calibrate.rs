@@ -8,13 +8,13 @@ use serde::Serialize;
 #[derive(clap::Args)]
 pub struct Args {
     /// Target ε (give ε and δ to get σ).
-    #[arg(long, conflicts_with = "noise_multiplier")]
+    #[arg(long, conflicts_with = "noise_multiplier", allow_negative_numbers = true, value_parser = crate::options::epsilon)]
     epsilon: Option<f64>,
     /// Target δ.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = crate::options::delta)]
     delta: f64,
     /// Noise multiplier σ (give σ and δ to get ε).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = crate::options::noise_multiplier)]
     noise_multiplier: Option<f64>,
     /// Print JSON instead of text.
     #[arg(long)]
@@ -33,13 +33,19 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let (epsilon, sigma) = match (args.epsilon, args.noise_multiplier) {
         (Some(eps), None) => {
             let sigma = noise_multiplier_for(eps, args.delta).ok_or_else(|| {
-                Error::InvalidOption(format!("no σ for ε = {eps}, δ = {}", args.delta))
+                Error::InvalidOption(format!(
+                    "--epsilon {eps:?} --delta {:?}: no noise multiplier in (0, 10^6] reaches it",
+                    args.delta
+                ))
             })?;
             (eps, sigma)
         }
         (None, Some(sigma)) => {
             let eps = epsilon_for_noise_multiplier(sigma, args.delta).ok_or_else(|| {
-                Error::InvalidOption(format!("no ε for σ = {sigma}, δ = {}", args.delta))
+                Error::InvalidOption(format!(
+                    "--noise-multiplier {sigma:?} --delta {:?}: no finite ε (σ too small for δ)",
+                    args.delta
+                ))
             })?;
             (eps, sigma)
         }

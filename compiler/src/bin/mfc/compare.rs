@@ -9,6 +9,7 @@ use mfc_compiler::compare::{CompareOptions, compare};
 use mfc_compiler::compare::Row;
 use mfc_compiler::report::{neighbouring_name, privacy_unit};
 
+use crate::options;
 use crate::schema::SchemaArgs;
 use mfc_compiler::pipeline::parse_workload;
 
@@ -18,7 +19,7 @@ use mfc_compiler::pipeline::parse_workload;
 #[derive(clap::Args)]
 pub struct Args {
     /// Number of steps n.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = options::steps)]
     steps: usize,
     /// The workload A, as for `mfc compile`: `prefix`, `momentum:BETA` (with --cooldown) or
     /// `npy:PATH`.
@@ -30,13 +31,13 @@ pub struct Args {
     #[command(flatten)]
     schema: SchemaArgs,
     /// h of the banded-plus-low-rank row.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = options::band)]
     band: usize,
     /// r of the banded-plus-low-rank row.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = options::rank)]
     rank: usize,
     /// BLT rows for 1..=this many buffers.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, allow_negative_numbers = true, value_parser = options::buffers)]
     max_buffers: usize,
     /// b̂ of the BandMF rows (banded Toeplitz and general; at most b under --min-sep/--every b),
     /// or `auto`: the fewest bands among 1, 2, 4, … and the most allowed (at most --max-bands)
@@ -45,10 +46,10 @@ pub struct Args {
     bands: String,
     /// With --bands auto: the most bands tried. The general row's optimizer costs O(n²·b̂) per
     /// iteration.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 32, allow_negative_numbers = true, value_parser = options::max_bands)]
     max_bands: usize,
     /// L-BFGS iterations of the (h, r) row's shipped-loss refinement.
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, allow_negative_numbers = true, value_parser = options::refine)]
     refine: usize,
     /// Print JSON instead of a table.
     #[arg(long)]

@@ -9,6 +9,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use mfc_compiler::Error;
 use mfc_compiler::pipeline::{CompileRequest, Event, Horizon, compile_request};
 
+use crate::options;
 use crate::schema::SchemaArgs;
 
 /// Compile a banded-plus-low-rank mechanism for a lower-triangular workload.
@@ -30,7 +31,7 @@ pub struct Args {
     #[arg(long, default_value = "1")]
     stamps: String,
     /// Number of steps n (the horizon); for an .npy workload it must match the matrix.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = options::steps)]
     steps: Option<usize>,
     /// The decoder form: `banded` (banded plus low rank, any workload); `blt` (buffered linear
     /// Toeplitz, prefix sums: `--buffers` buffers per coordinate, no dependence on the horizon);
@@ -47,49 +48,49 @@ pub struct Args {
     bands: Option<String>,
     /// BandMF with --bands auto: the most bands tried (the device keeps (b̂ + 2)·d floats for
     /// the prefix sum).
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = 256, allow_negative_numbers = true, value_parser = options::max_bands)]
     max_bands: usize,
     /// BandMF: a banded Toeplitz encoder (b̂ coefficients, optimized in O(n·b̂) per step for the
     /// prefix sum, any horizon) instead of a general one (n × b̂ coefficients, O(n²·b̂)).
     #[arg(long)]
     toeplitz: bool,
     /// BLT: buffers per coordinate.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = options::buffers)]
     buffers: usize,
     /// BLT: the horizon the sensitivity covers and the runtime stops at (default: --steps, the
     /// horizon the parameters are optimized for), or `unbounded`: a sensitivity bound valid for
     /// every horizon (single participation; the runtime never stops on its own account).
-    #[arg(long, value_name = "N|unbounded")]
+    #[arg(long, value_name = "N|unbounded", allow_negative_numbers = true, value_parser = options::horizon)]
     horizon: Option<String>,
     /// h: diagonals of the decoder kept exactly (≥ 1).
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = options::band)]
     band: usize,
     /// r: rank of the decoder's part below the band.
-    #[arg(long, default_value_t = 4)]
+    #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = options::rank)]
     rank: usize,
     /// L-BFGS iterations of the refinement that lowers the shipped loss of the (h, r) decoder
     /// directly after the fit (0: ship the fit). Under several participations a few thousand
     /// iterations keep improving it (minutes at n = 512).
-    #[arg(long, default_value_t = 50)]
+    #[arg(long, default_value_t = 50, allow_negative_numbers = true, value_parser = options::refine)]
     refine: usize,
     /// Stop optimizing when the relative duality gap is at most this (at least 1e-4 for the
     /// multi-epoch optimizer, whose first-order method converges linearly).
-    #[arg(long, default_value_t = 1e-6)]
+    #[arg(long, default_value_t = 1e-6, allow_negative_numbers = true, value_parser = options::gap)]
     gap: f64,
     /// ζ: the L2 norm the runtime clips every input row to.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true, value_parser = options::clip_norm)]
     clip_norm: f64,
     /// Calibrate σ for this ε (with --delta).
-    #[arg(long, requires = "delta", conflicts_with = "noise_multiplier")]
+    #[arg(long, requires = "delta", conflicts_with = "noise_multiplier", allow_negative_numbers = true, value_parser = options::epsilon)]
     epsilon: Option<f64>,
     /// δ of the privacy target.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = options::delta)]
     delta: Option<f64>,
     /// Record this noise multiplier σ instead of calibrating one (with --delta, ε is reported).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = options::noise_multiplier)]
     noise_multiplier: Option<f64>,
     /// Where to write the blob.
-    #[arg(long)]
+    #[arg(long, value_parser = options::out_path)]
     out: PathBuf,
     /// Print the report as JSON.
     #[arg(long)]

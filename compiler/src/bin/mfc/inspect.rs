@@ -8,14 +8,20 @@ use mfc_compiler::report::{method_description, neighbouring_name, privacy_unit};
 use mfc_formats::{Decoder, Mechanism, Workload};
 use serde_json::json;
 
-/// Print what a blob holds; fails (exit 2) on any malformed or corrupted blob.
+/// Print what a blob holds and the device's verification of its sensitivity; fails (exit 2) on
+/// any malformed or corrupted blob, and on one whose recorded sensitivity is below the bound
+/// recomputed from its coefficients.
 #[derive(clap::Args)]
 pub struct Args {
     /// The .mfc blob.
+    #[arg(value_parser = crate::options::in_path)]
     blob: PathBuf,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// The public key (from `mfc keygen`) a signed blob's signature must verify under.
+    #[arg(long, value_parser = crate::options::in_path)]
+    public_key: Option<PathBuf>,
     /// Also write the report as `header.json` and every decoder table as a float32 `.npy` file
     /// (shapes as in formats/SPEC.md: `diagonals` n×h, `left`/`right` n×r; `theta`, `omega`;
     /// `kernel`, `generator`) into this directory, e.g. for `numpy.load`.
@@ -85,10 +91,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             format!("{}: {e}", args.blob.display()),
         ))
     })?;
-    let m = Mechanism::from_bytes(&bytes).map_err(|error| Error::BlobFile {
-        path: args.blob.display().to_string(),
-        error,
-    })?;
+    let (m, bytes, signature) = crate::sign::open(&bytes, &args.blob, args.public_key.as_deref())?;
     let h = &m.header;
     let checksum = u32::from_le_bytes(bytes[bytes.len() - 4..].try_into()?);
     let workload = match h.workload {
@@ -147,12 +150,14 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         ),
         _ => ("unknown", String::new(), 0, 0, None),
     };
+    let verification = crate::verdict::check(&m);
     let report = json!({
         "file": args.blob.display().to_string(),
         "format_version": mfc_formats::FORMAT_VERSION,
         "blob_bytes": bytes.len(),
         "checksum": format!("{checksum:#010x}"),
         "checksum_ok": true,
+        "signature": signature,
         "generator": h.generator,
         "workload": workload,
         "steps": h.steps,
@@ -163,6 +168,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         "sensitivity": h.sensitivity.value,
         "sensitivity_method": format!("{:?}", h.sensitivity.method),
         "sensitivity_exact": h.sensitivity.method.is_exact(),
+        "verification": verification.json,
         "clip_norm": h.clip_norm,
         "noise_multiplier": h.calibration.map(|c| c.noise_multiplier),
         "epsilon": h.calibration.and_then(|c| c.target).map(|t| t.epsilon),
@@ -196,9 +202,13 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             write_npy(&dir.join(format!("{name}.npy")), &shape, values)?;
         }
     }
+    // A blob that fails verification is reported, then refused (exit 2).
+    let refused = |e: mfc_runtime::Error| -> Box<dyn std::error::Error> {
+        format!("{}: {e}", args.blob.display()).into()
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
-        return Ok(());
+        return verification.refusal.map_or(Ok(()), |e| Err(refused(e)));
     }
     println!("file                {}", args.blob.display());
     println!(
@@ -206,6 +216,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         mfc_formats::FORMAT_VERSION,
         bytes.len()
     );
+    println!("signature           {signature}");
     println!("generator           {}", h.generator);
     println!("workload            {workload}, n = {}", h.steps);
     if h.sensitivity.method.covers_every_horizon() {
@@ -226,6 +237,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             ""
         }
     );
+    println!("verification        {}", verification.text);
     println!("clip norm           {}", h.clip_norm);
     match h.calibration {
         Some(c) => match c.target {
@@ -252,5 +264,5 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         "decoder             {form}, {detail}, {table_bytes} table bytes; runtime RAM {ram}·d floats"
     );
     println!("unit of privacy     {unit}");
-    Ok(())
+    verification.refusal.map_or(Ok(()), |e| Err(refused(e)))
 }

@@ -10,9 +10,12 @@ mod calibrate;
 mod compare;
 mod compile;
 mod inspect;
+mod options;
 mod plot;
 mod schema;
+mod sign;
 mod simulate;
+mod verdict;
 
 /// Differentially private continual release with correlated Gaussian noise.
 #[derive(Parser)]
@@ -36,16 +39,53 @@ enum Command {
     Simulate(simulate::Args),
     /// Draw per-step error curves or factorization heatmaps (SVG).
     Plot(plot::Args),
+    /// Make an Ed25519 key pair for signing blobs.
+    Keygen(sign::KeygenArgs),
+    /// Sign a blob (Ed25519, a detached trailer that devices check against the public key).
+    Sign(sign::SignArgs),
+}
+
+/// The command line, or a refusal in one line (`mfc: invalid value '1000' for '--buffers
+/// <BUFFERS>': 1000 is not in 1..=64`) instead of clap's several; `--help` and `--version` as
+/// clap prints them.
+fn parse() -> Result<Cli, Box<dyn std::error::Error>> {
+    use clap::error::ErrorKind;
+    match Cli::try_parse() {
+        Ok(cli) => Ok(cli),
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) =>
+        {
+            e.exit()
+        }
+        Err(e) => {
+            let text = e.to_string();
+            let lines: Vec<&str> = text
+                .lines()
+                .map(str::trim)
+                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+                .filter(|l| !l.is_empty())
+                .collect();
+            let line = lines.join(" ");
+            Err(line.strip_prefix("error: ").unwrap_or(&line).into())
+        }
+    }
 }
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
-    match Cli::parse().command {
+    match parse()?.command {
         Command::Compile(args) => compile::run(*args),
         Command::Inspect(args) => inspect::run(args),
         Command::Compare(args) => compare::run(args),
         Command::Simulate(args) => simulate::run(args),
         Command::Plot(args) => plot::run(args),
         Command::Calibrate(args) => calibrate::run(args),
+        Command::Keygen(args) => sign::keygen(args),
+        Command::Sign(args) => sign::sign(args),
     }
 }
 

@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 
 use mfc_compiler::compare::{CompareOptions, compare};
+
+use crate::options;
 use mfc_compiler::mechanism::{CompileOptions, optimal_gram};
 use mfc_compiler::participation::Participation;
 use mfc_compiler::stamp::evaluate_gram;
@@ -20,12 +22,12 @@ pub struct Args {
     #[arg(long, default_value = "errors")]
     kind: String,
     /// Number of steps n (the heatmap accepts at most 512).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = options::steps)]
     steps: usize,
     #[command(flatten)]
     schema: SchemaArgs,
     /// The SVG file to write.
-    #[arg(long)]
+    #[arg(long, value_parser = options::out_path)]
     out: PathBuf,
 }
 

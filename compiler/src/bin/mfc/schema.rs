@@ -12,16 +12,16 @@ use mfc_formats::Neighbouring;
 pub struct SchemaArgs {
     /// k: each record takes part in at most this many steps (single participation when absent).
     /// Needs --min-sep or --every.
-    #[arg(long, visible_alias = "max-participations", value_name = "K")]
+    #[arg(long, visible_alias = "max-participations", value_name = "K", allow_negative_numbers = true, value_parser = crate::options::count)]
     epochs: Option<usize>,
     /// b-min-separation (jax_privacy's `min_sep`, federated training): any two participations of
     /// a record are AT LEAST b steps apart.
-    #[arg(long, value_name = "B", conflicts_with = "every")]
+    #[arg(long, value_name = "B", conflicts_with = "every", allow_negative_numbers = true, value_parser = crate::options::count)]
     min_sep: Option<usize>,
     /// Fixed epoch order (Choquette-Choo et al. 2023, "(k, b)-participation"): a record's
     /// participations are EXACTLY b steps apart, e.g. one pass over the data per epoch of b steps
     /// in the same order each epoch.
-    #[arg(long, value_name = "B")]
+    #[arg(long, value_name = "B", allow_negative_numbers = true, value_parser = crate::options::count)]
     every: Option<usize>,
     /// The neighbouring relation the (ε, δ) is for: `add-remove` (add or remove one record) or
     /// `replace-one` (replace one record by another; records twice the sensitivity, so twice the

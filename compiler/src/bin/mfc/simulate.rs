@@ -4,7 +4,6 @@
 use std::path::{Path, PathBuf};
 
 use mfc_compiler::Error;
-use mfc_formats::Mechanism;
 use mfc_runtime::{ChaChaNoise, Replay};
 use npyz::WriterBuilder;
 
@@ -12,17 +11,21 @@ use npyz::WriterBuilder;
 #[derive(clap::Args)]
 pub struct Args {
     /// The .mfc blob.
+    #[arg(value_parser = crate::options::in_path)]
     blob: PathBuf,
     /// Inputs, one row of d values per step: a .npy (float32/float64, 2-D) or a CSV file.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::options::in_path)]
     input: PathBuf,
     /// Where to write the releases (same shape): .npy (float32) or CSV.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::options::out_path)]
     out: PathBuf,
     /// A 64-hex-digit noise seed, for reproducible simulations only: whoever knows it knows the
     /// noise. Without it the seed comes from the operating system.
     #[arg(long)]
     seed: Option<String>,
+    /// The public key (from `mfc keygen`) a signed blob's signature must verify under.
+    #[arg(long, value_parser = crate::options::in_path)]
+    public_key: Option<PathBuf>,
 }
 
 fn io_error(path: &Path, e: std::io::Error) -> Error {
@@ -107,10 +110,21 @@ fn noise(seed: Option<&str>) -> Result<ChaChaNoise, Box<dyn std::error::Error>> 
 
 pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let bytes = std::fs::read(&args.blob).map_err(|e| io_error(&args.blob, e))?;
-    let m = Mechanism::from_bytes(&bytes).map_err(|error| Error::BlobFile {
-        path: args.blob.display().to_string(),
-        error,
-    })?;
+    let (m, _, _) = crate::sign::open(&bytes, &args.blob, args.public_key.as_deref())?;
+    // The device's check first: an understated sensitivity is refused before any step; one the
+    // runtime cannot check is replayed with a warning (the host's policy; a device chooses its
+    // own, `mfc_runtime::verify`).
+    let verification = crate::verdict::check(&m);
+    if let Some(e) = verification.refusal {
+        return Err(format!("{}: {e}", args.blob.display()).into());
+    }
+    if verification.json["verdict"] == "unverifiable" {
+        eprintln!(
+            "mfc simulate: {}: sensitivity {}",
+            args.blob.display(),
+            verification.text
+        );
+    }
     let inputs = read_rows(&args.input)?;
     let dim = inputs.first().map_or(0, Vec::len);
     if inputs.is_empty() || inputs.iter().any(|r| r.len() != dim) {
@@ -119,6 +133,17 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             args.input.display()
         ))
         .into());
+    }
+    // Refused whole before any step (the runtime would refuse the step, naming the coordinate
+    // only): the row is the step, counted from 0 as the runtime counts steps.
+    for (row, values) in inputs.iter().enumerate() {
+        if let Some((column, value)) = values.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+            return Err(Error::InvalidOption(format!(
+                "{}: row {row} (step {row}), coordinate {column} is {value}: inputs must be finite",
+                args.input.display()
+            ))
+            .into());
+        }
     }
     let noise = noise(args.seed.as_deref())?;
     let mut out = vec![vec![0.0f32; dim]; inputs.len()];

@@ -1,0 +1,69 @@
+//! The device's verification of a blob's recorded sensitivity (`mfc_runtime::verify`), run on the
+//! host by `mfc inspect` (which prints it) and `mfc simulate` (which refuses a blob that fails
+//! it before any step, and warns about one it cannot check).
+
+use mfc_compiler::blob::VERIFY_OPERATIONS;
+use mfc_runtime::Validated;
+use mfc_runtime::verify::{self, Unverifiable, Verdict};
+use serde_json::json;
+
+/// What the verification said, for the report: JSON, one line of text, and the refusal if any.
+pub struct Outcome {
+    /// `{"verdict": "verified" | "unverifiable" | "refused", …}`.
+    pub json: serde_json::Value,
+    /// One line for the text report.
+    pub text: String,
+    /// The runtime's refusal of an understated sensitivity.
+    pub refusal: Option<mfc_runtime::Error>,
+}
+
+/// Why a blob could not be checked, in words.
+fn reason(why: Unverifiable) -> String {
+    match why {
+        Unverifiable::Form => "the FFT forms have no device-side verification".into(),
+        Unverifiable::Schema => {
+            "no exact device-side method for this form under this participation schema".into()
+        }
+        Unverifiable::WorkloadNotStored => {
+            "the blob does not store its custom workload A, which the sensitivity depends on".into()
+        }
+        Unverifiable::OverBudget { operations } => {
+            format!("needs {operations} operations, above the {VERIFY_OPERATIONS} allowed here")
+        }
+        Unverifiable::ScratchTooSmall { needed } => format!("needs {needed} floats of scratch"),
+        Unverifiable::IllConditioned => {
+            "the rounding bounds of the device's arithmetic grow too large to certify it".into()
+        }
+        Unverifiable::UnboundedHorizon => {
+            "a BLT bound for every horizon: the device recomputes sensitivities over a finite horizon only".into()
+        }
+        _ => "not verifiable by this runtime".into(),
+    }
+}
+
+/// Runs the verification with the host's budget.
+pub fn check(m: &Validated<'_>) -> Outcome {
+    let mut scratch = vec![0.0; verify::scratch_len(m)];
+    let operations = verify::operations(m);
+    match verify::verify(m, &mut scratch, VERIFY_OPERATIONS) {
+        Ok(Verdict::Verified { recorded, bound }) => Outcome {
+            json: json!({"verdict": "verified", "recorded": recorded, "bound": bound,
+                         "operations": operations}),
+            text: format!(
+                "verified: recorded {recorded:.9} ≥ {bound:.9}, the bound recomputed from the stored coefficients ({} operations)",
+                operations.unwrap_or(0)
+            ),
+            refusal: None,
+        },
+        Ok(Verdict::Unverifiable(why)) => Outcome {
+            json: json!({"verdict": "unverifiable", "reason": reason(why)}),
+            text: format!("unverifiable: {}", reason(why)),
+            refusal: None,
+        },
+        Err(e) => Outcome {
+            json: json!({"verdict": "refused", "reason": e.to_string()}),
+            text: format!("REFUSED: {e}"),
+            refusal: Some(e),
+        },
+    }
+}

@@ -1,0 +1,156 @@
+//! Issue 20: a signed blob verified on a Cortex-M4F under QEMU. `verify-banded.signed.mfc` is
+//! `verify-banded.mfc` signed by `mfc sign` with the secret key of RFC 8032, §7.1, TEST 1 (a
+//! published test key: never sign a real blob with it). The firmware checks the signature
+//! against the public key it holds, then a copy with one bit flipped and the same blob under
+//! another public key (both must be refused), and prints the instructions of one verification
+//! (SysTick under `qemu -icount shift=6`, with its wraps counted: instructions = ticks · 40 / 64)
+//! and the stack it took.
+//!
+//! Built with feature `signature` it verifies with the runtime (`mfc_runtime::signature`,
+//! ed25519-dalek); with feature `salty` (comparison only) with the `salty` crate; with neither it
+//! only parses the blob, the baseline of the code-size comparison (`README.md`, "Budget").
+//!
+//! Exit codes (semihosting): 0 verified and both refused, 1 otherwise, 3 a hard fault, 101 a
+//! panic.
+#![no_std]
+#![no_main]
+
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use cortex_m::peripheral::{SYST, syst::SystClkSource};
+use cortex_m as _;
+use cortex_m_rt::{ExceptionFrame, entry, exception};
+#[cfg(not(feature = "signature"))]
+use mfc_runtime::formats::signature::split_signed;
+
+#[allow(dead_code)]
+#[path = "../systick.rs"]
+mod systick;
+
+/// What `systick` needs of the firmware's logging shim.
+mod log {
+    /// Ends the program with `code` as QEMU's exit status.
+    pub fn exit(code: i32) -> ! {
+        semihosting::process::exit(code)
+    }
+}
+
+/// The signed blob (command in the module docs).
+static SIGNED: &[u8] = include_bytes!("../../verify-banded.signed.mfc");
+
+/// The public key of RFC 8032, TEST 1.
+const PUBLIC: [u8; 32] = [
+    0xd7, 0x5a, 0x98, 0x01, 0x82, 0xb1, 0x0a, 0xb7, 0xd5, 0x4b, 0xfe, 0xd3, 0xc9, 0x64, 0x07, 0x3a,
+    0x0e, 0xe1, 0x72, 0xf3, 0xda, 0xa6, 0x23, 0x25, 0xaf, 0x02, 0x1a, 0x68, 0xf7, 0x07, 0x51, 0x1a,
+];
+
+/// Another public key (RFC 8032, TEST 2).
+const OTHER: [u8; 32] = [
+    0x3d, 0x40, 0x17, 0xc3, 0xe8, 0x43, 0x89, 0x5a, 0x92, 0xb7, 0x0a, 0xa7, 0x4d, 0x1b, 0x7e, 0xbc,
+    0x9c, 0x98, 0x2c, 0xcf, 0x2e, 0xc4, 0x96, 0x8c, 0xc0, 0xcd, 0x55, 0xf1, 0x2a, 0xf4, 0x66, 0x0c,
+];
+
+/// SysTick wraps (every 2^24 ticks).
+static WRAPS: AtomicU32 = AtomicU32::new(0);
+
+#[exception]
+fn SysTick() {
+    WRAPS.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Ticks since start (24-bit counter plus its counted wraps).
+fn ticks() -> u64 {
+    loop {
+        let wraps = WRAPS.load(Ordering::Relaxed);
+        let now = SYST::get_current();
+        if WRAPS.load(Ordering::Relaxed) == wraps {
+            return u64::from(wraps) * (1 << 24) + u64::from(0x00ff_ffff - now);
+        }
+    }
+}
+
+/// `true` when `bytes` is a signed blob whose signature verifies under `key` (and whose blob
+/// then parses).
+#[cfg(feature = "signature")]
+fn verify(bytes: &[u8], key: &[u8; 32]) -> bool {
+    mfc_runtime::signature::from_signed_bytes(bytes, key).is_ok()
+}
+
+#[cfg(all(feature = "salty", not(feature = "signature")))]
+fn verify(bytes: &[u8], key: &[u8; 32]) -> bool {
+    let Some(signed) = split_signed(bytes) else {
+        return false;
+    };
+    let Ok(key) = salty::PublicKey::try_from(key) else {
+        return false;
+    };
+    let signature = salty::Signature::from(signed.signature);
+    key.verify(signed.blob, &signature).is_ok()
+        && mfc_runtime::Mechanism::from_bytes(signed.blob).is_ok()
+}
+
+/// The baseline: split and parse only (no signature check; measurement only).
+#[cfg(not(any(feature = "signature", feature = "salty")))]
+fn verify(bytes: &[u8], key: &[u8; 32]) -> bool {
+    key == &PUBLIC
+        && split_signed(bytes).is_some_and(|s| mfc_runtime::Mechanism::from_bytes(s.blob).is_ok())
+}
+
+#[entry]
+fn main() -> ! {
+    let Some(peripherals) = cortex_m::Peripherals::take() else {
+        semihosting::process::exit(4)
+    };
+    let mut syst = peripherals.SYST;
+    syst.set_clock_source(SystClkSource::Core);
+    syst.set_reload(0x00ff_ffff);
+    syst.clear_current();
+    syst.enable_interrupt();
+    syst.enable_counter();
+
+    let stack = systick::StackProbe::paint();
+    let start = ticks();
+    let good = verify(SIGNED, &PUBLIC);
+    let elapsed = ticks() - start;
+    let stack_bytes = stack.used();
+    let verifier = if cfg!(feature = "signature") {
+        "ed25519-dalek (mfc_runtime::signature)"
+    } else if cfg!(feature = "salty") {
+        "salty"
+    } else {
+        "none (baseline: parse only)"
+    };
+    semihosting::println!(
+        "{verifier}: signed blob of {} bytes {}; {} instructions, {stack_bytes} bytes of stack",
+        SIGNED.len(),
+        if good { "verified" } else { "NOT verified" },
+        elapsed * 40 / 64
+    );
+    let mut ok = good;
+    if cfg!(any(feature = "signature", feature = "salty")) {
+        let mut copy = [0u8; 4096];
+        let copy = &mut copy[..SIGNED.len()];
+        copy.copy_from_slice(SIGNED);
+        copy[100] ^= 0x10;
+        let flipped = verify(copy, &PUBLIC);
+        let other = verify(SIGNED, &OTHER);
+        semihosting::println!(
+            "one bit flipped: {}; another public key: {}",
+            if flipped { "ACCEPTED" } else { "refused" },
+            if other { "ACCEPTED" } else { "refused" }
+        );
+        ok &= !flipped && !other;
+    }
+    semihosting::process::exit(if ok { 0 } else { 1 })
+}
+
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+    semihosting::eprintln!("panic: {info}");
+    semihosting::process::exit(101)
+}
+
+#[exception]
+unsafe fn HardFault(_frame: &ExceptionFrame) -> ! {
+    semihosting::process::exit(3)
+}

@@ -1,0 +1,91 @@
+//! The device's privacy policy: a floor the device states for itself, checked before any release,
+//! together with the verification of the blob's sensitivity ([`crate::verify`]).
+//!
+//! A blob's privacy is that of a Gaussian mechanism with noise multiplier `σ` for the unit of
+//! privacy its header states (its participation schema and neighbouring relation; Denisov et al.
+//! 2022, Thm 2.1), **provided its recorded sensitivity is true**, which [`crate::verify`]
+//! checks. The floor is on `σ` directly ([`Floor::NoiseMultiplier`]) or on the `ε` that `σ`
+//! gives at the device's own `δ` ([`Floor::Epsilon`], the analytic Gaussian relation of
+//! [`crate::privacy`], `ε` rounded up). [`admit`] runs both, in that order of cost: the floor
+//! first (a few hundred operations), then the verification within the policy's budget; a blob
+//! whose sensitivity cannot be verified is refused or admitted as
+//! [`Policy::refuse_unverifiable`] says.
+
+use mfc_formats::Validated;
+
+use crate::Error;
+use crate::privacy::epsilon_for_noise_multiplier;
+use crate::verify::{self, Verdict};
+
+/// The least privacy the device accepts, for the unit of privacy of the blob's header.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum Floor {
+    /// `σ ≥ min`.
+    NoiseMultiplier {
+        /// The least noise multiplier.
+        min: f64,
+    },
+    /// `ε(σ, δ) ≤ max` at the device's `δ`.
+    Epsilon {
+        /// The largest `ε`.
+        max: f64,
+        /// The device's `δ`, in `(0, 1)`.
+        delta: f64,
+    },
+}
+
+/// What a device requires of a blob before it releases anything.
+#[derive(Debug, Clone, Copy, PartialEq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Policy {
+    /// The privacy floor.
+    pub floor: Floor,
+    /// The most operations the sensitivity's verification may spend ([`verify::operations`]).
+    pub max_operations: u64,
+    /// Refuse a blob whose sensitivity cannot be verified within the budget and scratch
+    /// ([`Error::SensitivityUnverified`]) instead of admitting it on the compiler's word.
+    pub refuse_unverifiable: bool,
+}
+
+/// Checks `noise_multiplier` (the blob's own `σ` when `None`) against `floor`: `Ok(())`, or
+/// [`Error::BelowPrivacyFloor`] (also for a blob without `σ` and no `σ` given, or a floor out of
+/// range, which can admit nothing).
+pub fn check_floor(
+    m: &Validated<'_>,
+    noise_multiplier: Option<f64>,
+    floor: Floor,
+) -> Result<(), Error> {
+    let sigma = noise_multiplier
+        .or(m.header.calibration.map(|c| c.noise_multiplier))
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .ok_or(Error::BelowPrivacyFloor)?;
+    let ok = match floor {
+        Floor::NoiseMultiplier { min } => min.is_finite() && sigma >= min,
+        Floor::Epsilon { max, delta } => {
+            epsilon_for_noise_multiplier(sigma, delta).is_some_and(|eps| eps <= max)
+        }
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::BelowPrivacyFloor)
+    }
+}
+
+/// The floor, then the verification of the sensitivity (with `scratch`, at least
+/// [`verify::scratch_len`] floats for a verdict), before any stream is built: `Ok` with the
+/// verification's verdict when the blob is admitted, else the refusal. Changes nothing.
+pub fn admit(
+    m: &Validated<'_>,
+    noise_multiplier: Option<f64>,
+    policy: &Policy,
+    scratch: &mut [f64],
+) -> Result<Verdict, Error> {
+    check_floor(m, noise_multiplier, policy.floor)?;
+    match verify::verify(m, scratch, policy.max_operations)? {
+        Verdict::Unverifiable(_) if policy.refuse_unverifiable => Err(Error::SensitivityUnverified),
+        verdict => Ok(verdict),
+    }
+}

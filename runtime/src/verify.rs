@@ -1,0 +1,623 @@
+//! Verification on the device: recompute a blob's sensitivity from the stored `f32` coefficients
+//! under its declared participation schema, bound the rounding of this computation, and refuse a
+//! blob whose recorded sensitivity is below that bound ([`Error::SensitivityUnderstated`]), so a
+//! device does not take the server's word for the noise it adds. `no_std`, no allocation: the
+//! caller provides the scratch ([`scratch_len`]) and a budget of operations ([`operations`]).
+//!
+//! **Soundness rule.** The device computes an upper bound `U` on the true sensitivity of the
+//! stored coefficients, its own rounding included, and accepts the blob only if the recorded
+//! sensitivity is at least `U`. Sums of non-negative terms are rounded up (`N` terms in `f64`:
+//! a factor `1 + (N + 2)·2⁻⁵²`, Higham 2002, §4.2), square roots are correctly rounded and
+//! rounded up by `1 + 2⁻⁴⁸`. Where the encoder is not stored but solved for (the banded form's
+//! `Ĉ = B̂⁻¹S`, the BLT's `c = 1/r`), the solution `ŷ` is computed in plain `f64` and checked
+//! **a posteriori**: its residual `ρ` is computed with running error bounds (Wilkinson's model
+//! `fl(a ∘ b) = (a ∘ b)(1 + δ)`, `|δ| ≤ u = 2⁻⁵³`, each bound doubled to `2u` and multiplied by
+//! `1 + 2⁻⁴⁸` for the rounding of the bound's own arithmetic), `ŷ` taken as exact, so the bounds
+//! never compound along the solve; then `y − ŷ` is the encoder applied to `ρ`, which gives
+//! `Y ≤ Ŷ/(1 − a)` with `a` a multiple of `‖ρ‖₁` (the functions `banded` and `blt` below).
+//! When `a` exceeds `10⁻⁶` the blob is [`Unverifiable::IllConditioned`] rather than refused.
+//! The compiler records `max(sens, U)` (`mfc_compiler::blob`): the arithmetic is IEEE `+ − × ÷` and a
+//! correctly rounded square root, without fused multiply-adds, so host and device compute the
+//! same `U` bit for bit, and every blob the compiler writes verifies. Blobs written before this
+//! check existed record the compiler's value, which may be below `U` by rounding (`10⁻¹⁵`):
+//! they are refused, with a message that says to recompile them.
+//!
+//! **What is verified, exactly (each the same value as the compiler's method, up to rounding).**
+//!
+//! | form | schema | computation | operations | scratch (`f64`) |
+//! |---|---|---|---|---|
+//! | BandMF Toeplitz | any, `b̂ ≤ b` | `Σ_{p<k'} ‖Ĉ[:, pb]‖²` (columns orthogonal, norms non-increasing) | `b̂ + k'` | 0 |
+//! | BandMF general | single | `max_j ‖Ĉ[:, j]‖²` | `n·b̂` | 0 |
+//! | BandMF general | fixed epoch order, `b̂ ≤ b` | max over windows of `k'` columns `b` apart | `n·k'·b̂` | 0 |
+//! | BandMF general | min separation, `b̂ ≤ b` | dynamic programme over patterns (Choquette-Choo et al. 2023b, Alg. 3) | `n·(b̂ + k')` | `k'·b` |
+//! | BLT | single | `Σ_{t<n} c_t²`, `c` by the inverse filter, checked by its residual | `n·m` | `2m` |
+//! | BLT | fixed epoch order | `Σ_t (Σ_{p<k'} \|c_{t−pb}\|)²`, `k'` filters `b` steps apart | `n·m·k'` | `2m + m(k' − 1)` |
+//! | BLT | min separation | the same for the non-increasing majorant of `\|c\|`, stored | `n·(m + k')` | `2m + n` |
+//! | banded + low rank, prefix sum | single | `max_j ‖B̂⁻¹ S e_j‖²`, forward substitution per column, checked by its residual | `n²(h + 2r)/2` | `h + 2r` |
+//!
+//! with `k' = min(k, ⌈n/b⌉)`. Everything else is [`Unverifiable`]: the FFT forms, the banded form
+//! under several participations (its exact methods need the whole Gram matrix) or for a custom
+//! workload (the blob does not store `A`), a BandMF encoder with more bands than the separation,
+//! a residual too large to certify, and any case whose operations exceed the caller's budget or
+//! whose scratch is short. Refusing or accepting such a blob is the caller's policy
+//! ([`Verdict::Unverifiable`], [`crate::policy`]); verification never refuses a blob it could
+//! not check.
+
+use mfc_formats::{
+    BandMfKind, Decoder, F32Table, Neighbouring, Participation, SensitivityMethod, Validated,
+    Workload,
+};
+
+use crate::Error;
+
+/// Why a blob's sensitivity could not be checked within what the caller allowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum Unverifiable {
+    /// The decoder form has no verification here (the FFT forms).
+    Form,
+    /// The participation schema has no exact verification for this form (the banded form under
+    /// several participations; a BandMF encoder with more bands than the separation).
+    Schema,
+    /// The workload is custom and the blob does not store it (the banded form's sensitivity is
+    /// that of `B̂⁻¹A`).
+    WorkloadNotStored,
+    /// The computation needs more operations than the budget.
+    OverBudget {
+        /// Operations it needs ([`operations`]).
+        operations: u64,
+    },
+    /// The scratch is shorter than [`scratch_len`].
+    ScratchTooSmall {
+        /// `f64`s it needs.
+        needed: usize,
+    },
+    /// The residual of a solved encoder (banded `B̂⁻¹S`, BLT `1/r`) is too large to certify the
+    /// value to a relative `10⁻⁶`, or a bound is not finite.
+    IllConditioned,
+    /// A BLT whose recorded bound holds for every horizon (`BltTailBound`, `--horizon
+    /// unbounded`): its stream never stops, so the value over the blob's design steps, which is
+    /// what this module computes, does not bound it; the tail bound is not recomputed here.
+    UnboundedHorizon,
+}
+
+/// The outcome of [`verify`] for a blob it did not refuse.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Verdict {
+    /// The recorded sensitivity is at least the bound `U` computed from the stored coefficients.
+    Verified {
+        /// The blob's recorded sensitivity (for its neighbouring relation).
+        recorded: f64,
+        /// `U`, the upper bound on the true sensitivity (for the same relation).
+        bound: f64,
+    },
+    /// The sensitivity could not be checked; the caller's policy decides.
+    Unverifiable(Unverifiable),
+}
+
+/// `1 + 2⁻⁴⁸`: multiplies every error bound, covering the rounding of the bound's arithmetic.
+const GROW: f64 = 1.0 + 1.0 / (1u64 << 48) as f64;
+/// `2u = 2⁻⁵²`: the relative rounding error of one operation, with a factor 2 to spare.
+const TWO_U: f64 = 1.0 / (1u64 << 52) as f64;
+/// The absolute error of an underflowing product or quotient.
+const TINY: f64 = f64::MIN_POSITIVE;
+
+/// A computed value `v` and a bound `e` on its distance to the exact value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Bounded {
+    v: f64,
+    e: f64,
+}
+
+impl Bounded {
+    const fn exact(v: f64) -> Self {
+        Self { v, e: 0.0 }
+    }
+
+    fn add(self, o: Self) -> Self {
+        let v = self.v + o.v;
+        Self {
+            v,
+            e: (self.e + o.e + v.abs() * TWO_U) * GROW,
+        }
+    }
+
+    fn sub(self, o: Self) -> Self {
+        self.add(Self { v: -o.v, e: o.e })
+    }
+
+    fn mul(self, o: Self) -> Self {
+        let v = self.v * o.v;
+        Self {
+            v,
+            e: (self.v.abs() * o.e + o.v.abs() * self.e + self.e * o.e + v.abs() * TWO_U + TINY)
+                * GROW,
+        }
+    }
+
+    /// An upper bound on `|exact|`.
+    fn abs_upper(self) -> f64 {
+        (self.v.abs() + self.e) * GROW
+    }
+
+    fn read(scratch: &[f64], i: usize) -> Self {
+        Self {
+            v: scratch[2 * i],
+            e: scratch[2 * i + 1],
+        }
+    }
+
+    fn write(self, scratch: &mut [f64], i: usize) {
+        scratch[2 * i] = self.v;
+        scratch[2 * i + 1] = self.e;
+    }
+}
+
+/// An upper bound on a sum of non-negative upper bounds, added in `f64`: the recursive sum of
+/// `N` terms is within a factor `(1 + u)^N` of the exact one.
+#[derive(Debug, Clone, Copy, Default)]
+struct UpperSum {
+    sum: f64,
+    terms: u64,
+}
+
+/// The largest relative correction [`solve_up`] applies for rounding (a few units of `10⁻¹⁶`
+/// times the horizon in practice): beyond it the rounding is not small and
+/// [`Unverifiable::IllConditioned`] is reported instead of a bound that would refuse an honest
+/// blob. The compiler raises a recorded value by at most `2·10⁻⁶` (`mfc_compiler::blob`), far
+/// below the 1% a lowered sensitivity is caught at.
+const LOOSENESS: f64 = 1e-6;
+
+impl UpperSum {
+    /// Adds a non-negative upper bound.
+    fn add(&mut self, x: f64) {
+        self.sum += x;
+        self.terms += 1;
+    }
+
+    fn value(self) -> f64 {
+        self.sum * (1.0 + (self.terms as f64 + 2.0) * TWO_U) * GROW
+    }
+}
+
+/// `k' = min(k, ⌈n/b⌉)` and `b` of a multi-participation schema (`None` for single).
+fn schema(
+    participation: Participation,
+    steps: usize,
+) -> Result<Option<(usize, usize)>, Unverifiable> {
+    let (k, b) = match participation {
+        Participation::Single => return Ok(None),
+        Participation::FixedEpochOrder {
+            max_participations,
+            separation,
+        } => (max_participations, separation),
+        Participation::MinSeparation {
+            max_participations,
+            min_separation,
+        } => (max_participations, min_separation),
+        _ => return Err(Unverifiable::Schema),
+    };
+    let b = (b as usize).max(1);
+    Ok(Some(((k as usize).min(steps.div_ceil(b)), b)))
+}
+
+/// The `f64`s of scratch [`verify`] needs for `m` (0 for forms it does not verify).
+pub fn scratch_len(m: &Validated<'_>) -> usize {
+    let steps = m.header.steps as usize;
+    match m.decoder {
+        Decoder::BandedLowRank(d) => d.band as usize + 2 * d.rank as usize,
+        Decoder::Blt(d) => match (
+            m.header.participation,
+            schema(m.header.participation, steps),
+        ) {
+            (Participation::FixedEpochOrder { .. }, Ok(Some((k, _)))) => {
+                2 * d.buffers() + d.buffers().saturating_mul(k - 1)
+            }
+            (_, Ok(Some(_))) => 2 * d.buffers() + steps,
+            _ => 2 * d.buffers(),
+        },
+        Decoder::BandMf(d) => match (
+            d.kind,
+            m.header.participation,
+            schema(m.header.participation, steps),
+        ) {
+            (BandMfKind::General, Participation::MinSeparation { .. }, Ok(Some((k, b)))) => {
+                k.saturating_mul(b)
+            }
+            _ => 0,
+        },
+        _ => 0,
+    }
+}
+
+/// The operations (multiply-adds) [`verify`] spends on `m`, `None` for forms or schemas it does
+/// not verify. Compare with a device's budget: a Cortex-M4F at 64 MHz runs about 10⁶ of them a
+/// second in soft-float `f64` (`examples/firmware`).
+pub fn operations(m: &Validated<'_>) -> Option<u64> {
+    let n = u64::from(m.header.steps);
+    let ks = schema(m.header.participation, n as usize).ok()?;
+    match m.decoder {
+        Decoder::BandedLowRank(d) => {
+            if ks.is_some() {
+                return None;
+            }
+            let per_row = u64::from(d.band) + 2 * u64::from(d.rank);
+            Some((n * (n + 1) / 2).saturating_mul(per_row))
+        }
+        Decoder::Blt(d) => {
+            let buffers = d.buffers() as u64;
+            Some(match (ks, m.header.participation) {
+                (None, _) => n.saturating_mul(buffers),
+                (Some((k, _)), Participation::FixedEpochOrder { .. }) => {
+                    n.saturating_mul(buffers).saturating_mul(k as u64)
+                }
+                (Some((k, _)), _) => n.saturating_mul(buffers + k as u64),
+            })
+        }
+        Decoder::BandMf(d) => {
+            let bands = u64::from(d.bands);
+            Some(match (d.kind, ks, m.header.participation) {
+                (BandMfKind::Toeplitz, None, _) => bands,
+                (BandMfKind::Toeplitz, Some((k, _)), _) => bands + k as u64,
+                (_, None, _) => n * bands,
+                (_, Some((k, _)), Participation::FixedEpochOrder { .. }) => {
+                    n.saturating_mul(k as u64).saturating_mul(bands)
+                }
+                (_, Some((k, _)), _) => n.saturating_mul(bands + k as u64),
+            })
+        }
+        _ => None,
+    }
+}
+
+/// An upper bound `U` on the sensitivity of `m`'s stored coefficients under its schema and
+/// neighbouring relation (the quantity `header.sensitivity.value` records), or why it could not
+/// be computed within `max_operations` and `scratch` (see the module docs).
+pub fn sensitivity_bound(
+    m: &Validated<'_>,
+    scratch: &mut [f64],
+    max_operations: u64,
+) -> Result<f64, Unverifiable> {
+    if m.header.sensitivity.method == SensitivityMethod::BltTailBound {
+        return Err(Unverifiable::UnboundedHorizon);
+    }
+    let Some(needed_ops) = operations(m) else {
+        return Err(match m.decoder {
+            Decoder::BandedLowRank(_) | Decoder::BandMf(_) | Decoder::Blt(_) => {
+                Unverifiable::Schema
+            }
+            _ => Unverifiable::Form,
+        });
+    };
+    if needed_ops > max_operations {
+        return Err(Unverifiable::OverBudget {
+            operations: needed_ops,
+        });
+    }
+    let needed = scratch_len(m);
+    let Some(scratch) = scratch.get_mut(..needed) else {
+        return Err(Unverifiable::ScratchTooSmall { needed });
+    };
+    let steps = m.header.steps as usize;
+    let ks = schema(m.header.participation, steps)?;
+    let bound = match m.decoder {
+        Decoder::BandMf(d) => sqrt_up(bandmf(d, steps, ks, m.header.participation, scratch)?),
+        Decoder::Blt(d) => blt(d, steps, ks, m.header.participation, scratch)?,
+        Decoder::BandedLowRank(d) => {
+            if !matches!(m.header.workload, Workload::PrefixSum) {
+                return Err(Unverifiable::WorkloadNotStored);
+            }
+            banded(d, steps, scratch)?
+        }
+        _ => return Err(Unverifiable::Form),
+    };
+    let factor = match m.header.neighbouring {
+        Neighbouring::ReplaceOne => 2.0,
+        _ => 1.0,
+    };
+    let bound = factor * bound;
+    if bound.is_finite() {
+        Ok(bound)
+    } else {
+        Err(Unverifiable::IllConditioned)
+    }
+}
+
+/// Checks `m`'s recorded sensitivity against [`sensitivity_bound`]: `Ok(Verified)` when it is at
+/// least the bound, `Ok(Unverifiable)` when the bound could not be computed (the caller's policy
+/// decides), and [`Error::SensitivityUnderstated`] when the blob records less than the stored
+/// coefficients have: its noise would be too small for the `(ε, δ)` it claims. Changes nothing.
+pub fn verify(
+    m: &Validated<'_>,
+    scratch: &mut [f64],
+    max_operations: u64,
+) -> Result<Verdict, Error> {
+    let recorded = m.header.sensitivity.value;
+    match sensitivity_bound(m, scratch, max_operations) {
+        Err(why) => Ok(Verdict::Unverifiable(why)),
+        Ok(bound) if recorded >= bound => Ok(Verdict::Verified { recorded, bound }),
+        Ok(bound) => {
+            let shortfall = (1.0 - recorded / bound) * 1e9;
+            Err(Error::SensitivityUnderstated {
+                shortfall_ppb: libm::ceil(shortfall).clamp(1.0, 1e9) as u32,
+            })
+        }
+    }
+}
+
+/// `√x` rounded up (the square root is correctly rounded; the margin covers it).
+fn sqrt_up(x: f64) -> f64 {
+    libm::sqrt(x) * GROW
+}
+
+/// `Y ≤ Ŷ + a·Y` with `a < LOOSENESS` gives `Y ≤ Ŷ/(1 − a)`, rounded up; else `IllConditioned`.
+fn solve_up(y_hat: f64, a: f64) -> Result<f64, Unverifiable> {
+    if !(a.is_finite() && a < LOOSENESS && y_hat.is_finite()) {
+        return Err(Unverifiable::IllConditioned);
+    }
+    Ok(y_hat / (1.0 - a * GROW) * GROW * GROW)
+}
+
+/// `‖Ĉ[:, j]‖²` of a BandMF encoder, rounded up: `Σ_{l < b̂, j + l < n} Ĉ[j + l, j]²`.
+fn bandmf_column(d: &mfc_formats::BandMf<'_>, steps: usize, j: usize) -> f64 {
+    let bands = d.bands();
+    let mut sum = UpperSum::default();
+    for l in 0..bands.min(steps - j) {
+        let x = match d.kind {
+            BandMfKind::Toeplitz => d.encoder.get(l),
+            _ => d.encoder.get((j + l) * bands + l),
+        };
+        // The product of two f32 is exact in f64.
+        sum.add(f64::from(x.unwrap_or(0.0)) * f64::from(x.unwrap_or(0.0)));
+    }
+    sum.value()
+}
+
+fn bandmf(
+    d: mfc_formats::BandMf<'_>,
+    steps: usize,
+    ks: Option<(usize, usize)>,
+    participation: Participation,
+    scratch: &mut [f64],
+) -> Result<f64, Unverifiable> {
+    let column = |j| bandmf_column(&d, steps, j);
+    let Some((k, b)) = ks else {
+        return Ok(match d.kind {
+            BandMfKind::Toeplitz => column(0),
+            _ => (0..steps).map(column).fold(0.0, f64::max),
+        });
+    };
+    if d.bands() > b {
+        return Err(Unverifiable::Schema);
+    }
+    // Columns b apart or more are orthogonal: sens² = max over patterns of Σ ‖Ĉ[:, j]‖².
+    let mut total = UpperSum::default();
+    match (d.kind, participation) {
+        (BandMfKind::Toeplitz, _) => {
+            // Norms do not increase with j: the earliest pattern {0, b, …} is the worst.
+            for p in 0..k {
+                total.add(column(p * b));
+            }
+        }
+        (_, Participation::FixedEpochOrder { .. }) => {
+            let mut best = 0.0f64;
+            for start in 0..steps {
+                let mut window = UpperSum::default();
+                for j in (start..steps).step_by(b).take(k) {
+                    window.add(column(j));
+                }
+                best = best.max(window.value());
+            }
+            total.add(best);
+        }
+        _ => {
+            // f_j(t): the largest sum of at most j columns ≥ t, pairwise ≥ b apart;
+            // f_j(t) = max(f_j(t + 1), ‖Ĉ[:, t]‖² + f_{j−1}(t + b)). Ring j − 1 of scratch holds
+            // f_j at the last b steps (zero beyond the horizon).
+            scratch.fill(0.0);
+            for t in (0..steps).rev() {
+                let w = column(t);
+                let slot = t % b;
+                let next = (t + 1) % b;
+                for j in (1..=k).rev() {
+                    let with = w + if j >= 2 {
+                        scratch[(j - 2) * b + slot]
+                    } else {
+                        0.0
+                    };
+                    let without = if t + 1 < steps {
+                        scratch[(j - 1) * b + next]
+                    } else {
+                        0.0
+                    };
+                    scratch[(j - 1) * b + slot] = with.max(without);
+                }
+            }
+            // Each value is a sum of at most k rounded additions of upper bounds.
+            let best = scratch[(k - 1) * b];
+            total.add(best * (1.0 + (k as f64 + 2.0) * TWO_U) * GROW);
+        }
+    }
+    Ok(total.value())
+}
+
+/// One step of the BLT encoder's filter, the device's decoder run backwards
+/// (`runtime/src/blt.rs`): `ĉ_t = δ_t − Σ_j ω_j s_j`, then `s_j ← θ_j s_j + ĉ_t`, in plain
+/// `f64` with `state` the `m` buffers. Returns `ĉ_t`.
+fn blt_step(theta: F32Table<'_>, omega: F32Table<'_>, state: &mut [f64], input: f64) -> f64 {
+    let m = theta.as_bytes().len() / 4;
+    let mut sum = 0.0;
+    for (j, s) in state.iter().enumerate().take(m) {
+        sum += f64::from(omega.get(j).unwrap_or(0.0)) * s;
+    }
+    let c = input - sum;
+    for (j, s) in state.iter_mut().enumerate().take(m) {
+        *s = f64::from(theta.get(j).unwrap_or(0.0)) * *s + c;
+    }
+    c
+}
+
+/// The same step with every value bounded, for the residual: the state holds
+/// `Σ_{u<t} θ_j^{t−1−u} ĉ_u` with `ĉ` taken as exact (so its error bounds shrink by `θ_j < 1`
+/// each step and never compound), and the result is `ρ_t = δ_t − (r * ĉ)_t`, the residual of
+/// `r * c = δ` (the decoder `r = 1/c`, `r_0 = 1`, `r_k = Σ_j ω_j θ_j^{k−1}`). Its computed value
+/// `ĉ_t` uses the same operations as [`blt_step`], bit for bit.
+fn blt_residual(
+    theta: F32Table<'_>,
+    omega: F32Table<'_>,
+    state: &mut [f64],
+    input: f64,
+) -> (f64, f64) {
+    let m = theta.as_bytes().len() / 4;
+    let mut sum = Bounded::exact(0.0);
+    for j in 0..m {
+        let w = Bounded::exact(f64::from(omega.get(j).unwrap_or(0.0)));
+        sum = sum.add(w.mul(Bounded::read(state, j)));
+    }
+    let c = input - sum.v;
+    let residual = Bounded::exact(input).sub(Bounded::exact(c).add(sum));
+    for j in 0..m {
+        let t = Bounded::exact(f64::from(theta.get(j).unwrap_or(0.0)));
+        t.mul(Bounded::read(state, j))
+            .add(Bounded::exact(c))
+            .write(state, j);
+    }
+    (c, residual.abs_upper())
+}
+
+/// The BLT encoder `c = 1/r` over the horizon, checked a posteriori: `ĉ` is computed by the
+/// filter and `ρ = δ − r * ĉ` with bounded arithmetic; then `c − ĉ = c * ρ`, so
+/// `‖c − ĉ‖₂ ≤ ‖ρ‖₁ ‖c‖₂` and `‖c‖₂ ≤ ‖ĉ‖₂ / (1 − ‖ρ‖₁)` (rounding of the filter never
+/// compounds into the bound). Several participations: the pattern sum
+/// `G(x) = ‖(Σ_{p<k'} |x_{t−pb}|)_t‖₂` (of `x` or of its non-increasing majorant) obeys
+/// `G(c) ≤ G(ĉ) + k'·‖c − ĉ‖₂` (and `k'·√n·‖c − ĉ‖_∞` with the majorant).
+fn blt(
+    d: mfc_formats::Blt<'_>,
+    steps: usize,
+    ks: Option<(usize, usize)>,
+    participation: Participation,
+    scratch: &mut [f64],
+) -> Result<f64, Unverifiable> {
+    let m = d.buffers();
+    scratch.fill(0.0);
+    let impulse = |t: usize| if t == 0 { 1.0 } else { 0.0 };
+    let (residual_state, rest) = scratch.split_at_mut(2 * m);
+    let mut norm = UpperSum::default();
+    let mut residual = UpperSum::default();
+    let mut pattern = UpperSum::default();
+    match (ks, participation) {
+        (None, _) => {
+            for t in 0..steps {
+                let (c, r) = blt_residual(d.theta, d.omega, residual_state, impulse(t));
+                norm.add(c * c);
+                residual.add(r);
+            }
+        }
+        (Some((k, b)), Participation::FixedEpochOrder { .. }) => {
+            // Filter p (plain, `m` values of `rest`) restarts ĉ at step p·b, for p ≥ 1.
+            for t in 0..steps {
+                let (c, r) = blt_residual(d.theta, d.omega, residual_state, impulse(t));
+                norm.add(c * c);
+                residual.add(r);
+                let mut g = UpperSum::default();
+                g.add(c.abs());
+                for p in 1..k.min(t / b + 1) {
+                    let state = &mut rest[m * (p - 1)..m * p];
+                    g.add(blt_step(d.theta, d.omega, state, impulse(t - p * b)).abs());
+                }
+                let g = g.value();
+                pattern.add(g * g);
+            }
+        }
+        (Some((k, b)), _) => {
+            let majorant = &mut rest[..steps];
+            for (t, slot) in majorant.iter_mut().enumerate() {
+                let (c, r) = blt_residual(d.theta, d.omega, residual_state, impulse(t));
+                norm.add(c * c);
+                residual.add(r);
+                *slot = c.abs();
+            }
+            for t in (0..steps.saturating_sub(1)).rev() {
+                majorant[t] = majorant[t].max(majorant[t + 1]);
+            }
+            for t in 0..steps {
+                let mut g = UpperSum::default();
+                for p in 0..k.min(t / b + 1) {
+                    g.add(majorant[t - p * b]);
+                }
+                let g = g.value();
+                pattern.add(g * g);
+            }
+        }
+    }
+    let rho = residual.value();
+    let single = solve_up(sqrt_up(norm.value()), rho)?;
+    let Some((k, _)) = ks else {
+        return Ok(single);
+    };
+    // ‖c − ĉ‖₂ ≤ ρ·‖c‖₂; with the majorant, √n times that bound on ‖c − ĉ‖_∞ ≤ ρ·‖c‖₂.
+    let spread = match participation {
+        Participation::FixedEpochOrder { .. } => 1.0,
+        _ => sqrt_up(steps as f64),
+    };
+    let error = (k as f64) * spread * rho * single * GROW * GROW;
+    if error.is_nan() || error > LOOSENESS * single {
+        return Err(Unverifiable::IllConditioned);
+    }
+    Ok((sqrt_up(pattern.value()) + error) * GROW)
+}
+
+/// Single participation, prefix sum: `Y = max_j ‖y_j‖` with `B̂ y_j = S e_j`, checked a
+/// posteriori. Forward substitution with the bands and the low-rank factors (Denisov et al.
+/// 2022, App. H) gives `ŷ_j` in plain `f64` (`ŷ_i = 0` for `i < j`, and for `i ≥ j`
+/// `ŷ_i = (1 − Σ_{0<l<h} D[i, l] ŷ_{i−l} − L_i · β_i) / D[i, 0]`, `β_i = Σ_{j ≤ q ≤ i−h} R_q ŷ_q`),
+/// and the residual `ρ_j = S e_j − B̂ ŷ_j` with bounded arithmetic, `ŷ` taken as exact (one dot
+/// product per row: no compounding). Then `y_j − ŷ_j = B̂⁻¹ρ_j = Ĉ S⁻¹ ρ_j`, and
+/// `‖S⁻¹v‖₁ ≤ 2‖v‖₁` (first differences), so `‖y_j‖ ≤ ‖ŷ_j‖ + 2·Y·‖ρ_j‖₁` and
+/// `Y ≤ max_j ‖ŷ_j‖ / (1 − 2 max_j ‖ρ_j‖₁)`.
+fn banded(
+    d: mfc_formats::BandedLowRank<'_>,
+    steps: usize,
+    scratch: &mut [f64],
+) -> Result<f64, Unverifiable> {
+    let (h, r) = (d.band as usize, d.rank as usize);
+    let (ring, beta) = scratch.split_at_mut(h);
+    let beta = &mut beta[..2 * r];
+    let entry = |t: F32Table<'_>, i: usize| Bounded::exact(f64::from(t.get(i).unwrap_or(0.0)));
+    let (mut best, mut worst_residual) = (0.0f64, 0.0f64);
+    for j in 0..steps {
+        ring.fill(0.0);
+        beta.fill(0.0);
+        let mut norm = UpperSum::default();
+        let mut residual = UpperSum::default();
+        for i in j..steps {
+            if i >= j + h {
+                // ŷ_{i−h} leaves the band: β += R_{i−h} ŷ_{i−h}.
+                let q = i - h;
+                let y = Bounded::exact(ring[q % h]);
+                for c in 0..r {
+                    let updated = Bounded::read(beta, c).add(entry(d.right, q * r + c).mul(y));
+                    updated.write(beta, c);
+                }
+            }
+            let mut partial = Bounded::exact(0.0);
+            for l in 1..h.min(i - j + 1) {
+                let y = Bounded::exact(ring[(i - l) % h]);
+                partial = partial.add(entry(d.diagonals, i * h + l).mul(y));
+            }
+            for c in 0..r {
+                partial = partial.add(entry(d.left, i * r + c).mul(Bounded::read(beta, c)));
+            }
+            let pivot = entry(d.diagonals, i * h);
+            let y = (1.0 - partial.v) / pivot.v;
+            let row = partial.add(pivot.mul(Bounded::exact(y)));
+            residual.add(Bounded::exact(1.0).sub(row).abs_upper());
+            norm.add(y * y);
+            ring[i % h] = y;
+        }
+        best = best.max(norm.value());
+        worst_residual = worst_residual.max(residual.value());
+    }
+    solve_up(sqrt_up(best), 2.0 * worst_residual * GROW)
+}
