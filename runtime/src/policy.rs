@@ -47,6 +47,14 @@ pub struct Policy {
     /// Refuse a blob whose sensitivity cannot be verified within the budget and scratch
     /// ([`Error::SensitivityUnverified`]) instead of admitting it on the compiler's word.
     pub refuse_unverifiable: bool,
+    /// Admit a BLT blob whose recorded bound claims to hold for every horizon (`BltTailBound`,
+    /// `mfc compile --horizon unbounded`). Its stream never stops, and [`crate::verify`] does
+    /// not recompute that bound ([`verify::Unverifiable::UnboundedHorizon`]): a blob with
+    /// forged or miscompiled parameters whose encoder does not decay would release with a
+    /// sensitivity growing without limit. Refused unless the device opts in, whatever
+    /// `refuse_unverifiable` says; opt in only for blobs from a compiler the device trusts
+    /// (e.g. signed ones, `crate::signature`).
+    pub admit_unbounded_horizon: bool,
 }
 
 /// Checks `noise_multiplier` (the blob's own `σ` when `None`) against `floor`: `Ok(())`, or
@@ -85,6 +93,11 @@ pub fn admit(
 ) -> Result<Verdict, Error> {
     check_floor(m, noise_multiplier, policy.floor)?;
     match verify::verify(m, scratch, policy.max_operations)? {
+        Verdict::Unverifiable(verify::Unverifiable::UnboundedHorizon)
+            if !policy.admit_unbounded_horizon =>
+        {
+            Err(Error::SensitivityUnverified)
+        }
         Verdict::Unverifiable(_) if policy.refuse_unverifiable => Err(Error::SensitivityUnverified),
         verdict => Ok(verdict),
     }

@@ -432,6 +432,7 @@ fn exercise_all(m: Validated<'_>, dim: usize, sigma: f64, blob: &[u8]) {
         },
         max_operations: 1 << 20,
         refuse_unverifiable: true,
+        admit_unbounded_horizon: false,
     };
     let _ = mfc_runtime::policy::admit(&m, Some(sigma), &policy, &mut scratch);
     // A workspace of the length asked for (NaN-filled: streams must zero it), if it is small.

@@ -321,6 +321,7 @@ fn a_lowered_noise_multiplier_is_refused_by_the_floor() {
             floor,
             max_operations: 1000,
             refuse_unverifiable: true,
+            admit_unbounded_horizon: false,
         };
         let good = Mechanism::from_bytes(&bytes).unwrap();
         assert!(matches!(
@@ -345,6 +346,7 @@ fn a_lowered_noise_multiplier_is_refused_by_the_floor() {
         floor: Floor::NoiseMultiplier { min: 1.0 },
         max_operations: 0,
         refuse_unverifiable: true,
+        admit_unbounded_horizon: false,
     };
     assert_eq!(
         admit(&good, None, &policy, &mut []),

@@ -277,6 +277,21 @@ fn an_unbounded_horizon_bound_covers_a_million_steps_within_a_thousandth() {
                 mfc_runtime::verify::Unverifiable::UnboundedHorizon
             ))
         );
+        // So a device's policy refuses it unless the device opts in, even one that admits
+        // other unverifiable blobs.
+        use mfc_runtime::policy::{Floor, Policy, admit};
+        let mut policy = Policy {
+            floor: Floor::NoiseMultiplier { min: 0.5 },
+            max_operations: u64::MAX,
+            refuse_unverifiable: false,
+            admit_unbounded_horizon: false,
+        };
+        assert_eq!(
+            admit(&mechanism, None, &policy, &mut scratch),
+            Err(mfc_runtime::Error::SensitivityUnverified)
+        );
+        policy.admit_unbounded_horizon = true;
+        assert!(admit(&mechanism, None, &policy, &mut scratch).is_ok());
         let counter = ReleaseCounter::new(1, 0);
         let len = BltStream::<ChaChaNoise>::workspace_len(&mechanism, 2).unwrap();
         let mut ws = vec![0.0f32; len];

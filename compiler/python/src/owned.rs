@@ -93,7 +93,7 @@ impl OwnedReplay {
         f(&mut self.replay)
     }
 
-    /// The stream and the blob's fingerprint (banded and BandMF blobs), for the duration of `f`.
+    /// The stream and the blob's fingerprint (every form), for the duration of `f`.
     pub fn with_fingerprint<R>(
         &mut self,
         f: impl FnOnce(&mut Replay<'_>, Option<&BlobFingerprint<'_>>) -> R,
@@ -106,7 +106,7 @@ impl OwnedReplay {
         &self.replay
     }
 
-    /// The blob's fingerprint for checkpoints (banded and BandMF blobs only).
+    /// The blob's fingerprint for checkpoints (every form).
     pub fn fingerprint(&self) -> Option<&BlobFingerprint<'_>> {
         self.fingerprint.as_ref()
     }

@@ -162,7 +162,8 @@ impl<'a> Replay<'a> {
         }
     }
 
-    /// Writes a checkpoint into `out` (banded and BandMF); returns its length.
+    /// Writes a checkpoint into `out` (every form, `runtime/src/checkpoint.rs`); returns its
+    /// length.
     pub fn checkpoint(
         &self,
         blob: &BlobFingerprint<'_>,
@@ -171,21 +172,23 @@ impl<'a> Replay<'a> {
     ) -> Result<usize, Error> {
         match self {
             Replay::Banded(s) => s.checkpoint(blob, counter, out),
+            Replay::Blt(s) => s.checkpoint(blob, counter, out),
+            Replay::Fft(s) => s.checkpoint(blob, counter, out),
             Replay::BandMf(s) => s.checkpoint(blob, counter, out),
-            Replay::Blt(_) | Replay::Fft(_) => Err(Error::UnsupportedDecoder),
         }
     }
 
-    /// Bytes a checkpoint may need (0 for the forms without checkpoints).
+    /// Bytes a checkpoint may need.
     pub fn checkpoint_capacity(&self) -> usize {
         match self {
             Replay::Banded(s) => s.checkpoint_capacity(),
+            Replay::Blt(s) => s.checkpoint_capacity(),
+            Replay::Fft(s) => s.checkpoint_capacity(),
             Replay::BandMf(s) => s.checkpoint_capacity(),
-            Replay::Blt(_) | Replay::Fft(_) => 0,
         }
     }
 
-    /// Loads a checkpoint into this fresh stream (banded and BandMF).
+    /// Loads a checkpoint into this fresh stream.
     pub fn restore(
         &mut self,
         blob: &BlobFingerprint<'_>,
@@ -194,8 +197,9 @@ impl<'a> Replay<'a> {
     ) -> Result<(), Error> {
         match self {
             Replay::Banded(s) => s.restore(blob, checkpoint, counter),
+            Replay::Blt(s) => s.restore(blob, checkpoint, counter),
+            Replay::Fft(s) => s.restore(blob, checkpoint, counter),
             Replay::BandMf(s) => s.restore(blob, checkpoint, counter),
-            Replay::Blt(_) | Replay::Fft(_) => Err(Error::UnsupportedDecoder),
         }
     }
 }

@@ -180,8 +180,9 @@ impl Stream {
 
     /// Steps `x` through the stream: a float32 row of `d` values gives one release, an `(m, d)`
     /// batch `m` consecutive releases (same shape). C-contiguous float32 input is read in place,
-    /// with the GIL released: do not write to `x` from another thread meanwhile. `clip`: the whole row's clip factor (`mfc.clip_factor`), required by a shard, one for the
-    /// whole batch. Raises, with the stream unchanged: `TypeError` for another dtype,
+    /// with the GIL released: do not write to `x` from another thread meanwhile. `clip`: the
+    /// whole row's clip factor (`mfc.clip_factor`), required by a shard (which steps one row at
+    /// a time) and refused elsewhere. Raises, with the stream unchanged: `TypeError` for another dtype,
     /// `MfcError` for a wrong shape, a non-finite value or too few steps left, `StreamError`
     /// for the runtime's refusals.
     #[pyo3(signature = (x, clip=None))]
@@ -201,6 +202,23 @@ impl Stream {
         }
         let (input, shape) = rows(x, "step")?;
         let (m, batched) = self.batch(&shape, "step")?;
+        // A clip factor from the caller is trusted: only a shard, which cannot see the whole
+        // row, takes one, and only for one row (each row has its own factor).
+        if clip.is_some() && self.shard.is_none() {
+            return Err(Error::Value(
+                "step: clip is for shards only (the whole row's factor, from an all-reduce); \
+                 an unsharded stream clips each row to ζ itself"
+                    .into(),
+            )
+            .into());
+        }
+        if clip.is_some() && batched {
+            return Err(Error::Value(format!(
+                "step: a shard steps one row at a time with that row's clip factor; got a batch \
+                 of {m} rows"
+            ))
+            .into());
+        }
         self.check_left(m)?;
         let d = self.inner.get().dim();
         let values = input.slice();
@@ -271,13 +289,13 @@ impl Stream {
         Ok(PyArray1::from_vec(py, out))
     }
 
-    /// The stream's state as bytes (banded and BandMF blobs; the runtime's checkpoint format):
+    /// The stream's state as bytes (every form; the runtime's checkpoint format):
     /// a fresh stream of the same mechanism, `dim`, shard and seed continues from it with
     /// `restore`, bit for bit. Keep it secret: with the seed it reveals the running sum.
     fn checkpoint<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
         let Some(fingerprint) = self.inner.fingerprint() else {
             return Err(Error::Value(format!(
-                "checkpoint: the {} form has no checkpoints (the banded and bandmf forms have)",
+                "checkpoint: the {} form has no checkpoints",
                 self.form
             ))
             .into());
@@ -305,7 +323,7 @@ impl Stream {
                     .restore(fingerprint, checkpoint, &counter)
                     .map_err(Error::from),
                 None => Err(Error::Value(format!(
-                    "restore: the {form} form has no checkpoints (the banded and bandmf forms have)"
+                    "restore: the {form} form has no checkpoints"
                 ))),
             })?;
         Ok(())

@@ -53,7 +53,9 @@ def test_python_releases_equal_mfc_simulate(name, mechanisms, mfc_binary, tmp_pa
         assert np.array_equal(again.step(x), expected)
 
 
-@pytest.mark.parametrize("name", ["banded", "bandmf", "bandmf-toeplitz-minsep"])
+@pytest.mark.parametrize(
+    "name", ["banded", "blt", "fft", "fft-optimal", "bandmf", "bandmf-toeplitz-minsep"]
+)
 def test_checkpoint_restore_continues_bit_for_bit(name, mechanisms):
     m = mechanisms[name]
     x = inputs(m.steps, seed=5)
@@ -91,13 +93,11 @@ def test_shards_concatenate_to_the_unsharded_stream(name, mechanisms):
         mfc.Stream(m, D, seed=SEED, shard=(0, cut)).step(x[0, :cut])
 
 
-def test_blt_and_fft_have_no_shards_or_checkpoints(mechanisms):
+def test_blt_and_fft_have_no_shards(mechanisms):
     for name in ["blt", "fft"]:
         m = mechanisms[name]
         with pytest.raises(mfc.MfcError, match="no shards"):
             mfc.Stream(m, D, seed=SEED, shard=(0, 3))
-        with pytest.raises(mfc.MfcError, match="no checkpoints"):
-            mfc.Stream(m, D, seed=SEED).checkpoint()
 
 
 def test_no_seed_draws_from_the_os():

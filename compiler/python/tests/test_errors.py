@@ -66,13 +66,19 @@ def test_past_the_horizon(pair):
     assert s.steps_released == m.steps
 
 
-def test_bad_clip_factor(pair):
+def test_bad_clip_factor(pair, mechanisms):
     _, s, twin = pair
-    with pytest.raises(mfc.StreamError, match="clip"):
-        s.step(np.ones(D, np.float32), clip=1.5)
-    with pytest.raises(mfc.StreamError, match="clip"):
-        s.step(np.ones((2, D), np.float32), clip=-0.1)
+    # An unsharded stream clips each row itself: a caller's factor is refused, not trusted.
+    with pytest.raises(mfc.MfcError, match="clip is for shards only"):
+        s.step(np.full(D, 1000.0, np.float32), clip=1.0)
     assert_unchanged(s, twin)
+    shard = mfc.Stream(mechanisms["banded"], D, seed=SEED, shard=(0, 3))
+    with pytest.raises(mfc.StreamError, match="clip"):
+        shard.step(np.ones(3, np.float32), clip=1.5)
+    # One factor cannot stand for a batch's rows.
+    with pytest.raises(mfc.MfcError, match="one row at a time"):
+        shard.step(np.ones((2, 3), np.float32), clip=1.0)
+    assert shard.steps_released == 0
 
 
 def test_corrupt_blob(mechanisms, tmp_path):

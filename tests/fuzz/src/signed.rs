@@ -42,6 +42,7 @@ pub fn checks(m: &Validated<'_>) {
         },
         max_operations: 1_000_000,
         refuse_unverifiable: false,
+        admit_unbounded_horizon: false,
     };
     let _ = admit(m, None, &policy, &mut scratch);
 }

@@ -67,7 +67,8 @@ class Stream:
         self, x: npt.NDArray[np.float32], clip: Optional[float] = None
     ) -> npt.NDArray[np.float32]:
         """One row ``(d,)`` -> one release; a batch ``(m, d)`` -> m consecutive releases.
-        ``clip``: the whole row's clip factor (required by a shard). A refused call leaves the
+        ``clip``: the whole row's clip factor (required by a shard, one row at a time; refused
+        by an unsharded stream, which clips each row itself). A refused call leaves the
         stream unchanged. C-contiguous float32 ``x`` is read in place with the GIL released: do
         not write to it from another thread meanwhile."""
     def step_examples(self, examples: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
@@ -75,7 +76,7 @@ class Stream:
     def step_noise(self) -> npt.NDArray[np.float32]:
         """One step's noise only (banded and fft blobs), for workloads the caller applies."""
     def checkpoint(self) -> bytes:
-        """The stream's state (banded and bandmf blobs)."""
+        """The stream's state (every form)."""
     def restore(self, checkpoint: bytes, *, released: int) -> None:
         """Loads a checkpoint into this fresh stream; refuses one behind ``released``."""
     @property
