@@ -180,7 +180,8 @@ size_t mfc_stream_checkpoint_capacity(const struct MfcStream *stream);
 // into `out` (`out_len` bytes) and the number of bytes written to `*written`. Take it after
 // `mfc_stream_step` and persist it before `mfc_counter_record`. Refused: a stream behind the
 // counter (`MFC_STATUS_STALE_CHECKPOINT`), a short buffer (`MFC_STATUS_BUFFER_TOO_SMALL`), an
-// `out` overlapping the stream object, its workspace or its blob (`MFC_STATUS_OVERLAP`).
+// `out` or `written` overlapping the stream object, its workspace or its blob, or each other
+// (`MFC_STATUS_OVERLAP`).
 //
 // # Safety
 // `stream` must come from `mfc_stream_open*` and not be closed; `counter` a readable

@@ -280,9 +280,15 @@ unsafe fn open(
     if (out as usize) % align_of::<*mut MfcStream>() != 0 {
         return MfcStatus::InvalidArgument;
     }
+    // `*out` is written after the stream is built: it must not land in the stream object, its
+    // workspace or its blob (which are validated before it would be overwritten).
+    let out_span = Span::of(out.cast_const(), 1);
     if workspace_span.overlaps(blob_span)
         || storage_span.overlaps(blob_span)
         || storage_span.overlaps(workspace_span)
+        || out_span.is_none_or(|o| {
+            o.overlaps(blob_span) || o.overlaps(workspace_span) || o.overlaps(storage_span)
+        })
     {
         return MfcStatus::Overlap;
     }
@@ -562,7 +568,8 @@ pub unsafe extern "C" fn mfc_stream_checkpoint_capacity(stream: *const MfcStream
 /// into `out` (`out_len` bytes) and the number of bytes written to `*written`. Take it after
 /// `mfc_stream_step` and persist it before `mfc_counter_record`. Refused: a stream behind the
 /// counter (`MFC_STATUS_STALE_CHECKPOINT`), a short buffer (`MFC_STATUS_BUFFER_TOO_SMALL`), an
-/// `out` overlapping the stream object, its workspace or its blob (`MFC_STATUS_OVERLAP`).
+/// `out` or `written` overlapping the stream object, its workspace or its blob, or each other
+/// (`MFC_STATUS_OVERLAP`).
 ///
 /// # Safety
 /// `stream` must come from `mfc_stream_open*` and not be closed; `counter` a readable
@@ -590,7 +597,12 @@ pub unsafe extern "C" fn mfc_stream_checkpoint(
     if out_span.overlaps(stream.workspace)
         || out_span.overlaps(stream.blob)
         || out_span.overlaps(stream.storage)
-        || written_span.is_none_or(|w| w.overlaps(out_span) || w.overlaps(stream.storage))
+        || written_span.is_none_or(|w| {
+            w.overlaps(out_span)
+                || w.overlaps(stream.storage)
+                || w.overlaps(stream.workspace)
+                || w.overlaps(stream.blob)
+        })
     {
         return MfcStatus::Overlap;
     }
@@ -698,6 +710,13 @@ pub unsafe extern "C" fn mfc_counter_record(
     }) else {
         return MfcStatus::InvalidArgument;
     };
+    // The counter is written: not into the stream object, its workspace or its blob.
+    let counter_span = Span::of(counter.cast_const(), 1);
+    if counter_span.is_none_or(|c| {
+        c.overlaps(stream.storage) || c.overlaps(stream.workspace) || c.overlaps(stream.blob)
+    }) {
+        return MfcStatus::Overlap;
+    }
     let mut next = current.get();
     match next.record(&stream.replay) {
         Ok(()) => {
@@ -943,6 +962,20 @@ mod tests {
             MfcStatus::Overlap
         );
         let mut slot = vec![0u8; unsafe { mfc_stream_checkpoint_capacity(stream) }];
+        // `written` inside the workspace or the stream object.
+        for place in [w.cast::<usize>(), stream.cast::<usize>()] {
+            let status = unsafe {
+                mfc_stream_checkpoint(stream, &counter, slot.as_mut_ptr(), slot.len(), place)
+            };
+            assert_eq!(status, MfcStatus::Overlap);
+        }
+        // A counter recorded into the workspace or the stream object.
+        for place in [w.cast::<MfcCounter>(), stream.cast::<MfcCounter>()] {
+            assert_eq!(
+                unsafe { mfc_counter_record(place, stream) },
+                MfcStatus::Overlap
+            );
+        }
         assert_eq!(
             checkpoint(slot.as_mut_ptr(), 8, &mut written),
             MfcStatus::BufferTooSmall
@@ -953,6 +986,26 @@ mod tests {
         );
         assert!(written > 0 && written <= slot.len());
         unsafe { mfc_stream_close(stream) };
+        // `*out` of open inside the workspace or the storage: refused before anything is built.
+        for place in [
+            ws.as_mut_ptr().cast::<*mut MfcStream>(),
+            (&raw mut storage).cast(),
+        ] {
+            let status = unsafe {
+                mfc_stream_open_epoch(
+                    &mut storage,
+                    blob.as_ptr(),
+                    blob.len(),
+                    DIM,
+                    ws.as_mut_ptr(),
+                    ws.len(),
+                    ROOT.as_ptr(),
+                    &counter,
+                    place,
+                )
+            };
+            assert_eq!(status, MfcStatus::Overlap);
+        }
         let stream = open(&mut storage, blob, &mut ws, &counter);
         let w = ws.as_mut_ptr();
         let restore = |from: *const u8, len: usize| unsafe {
