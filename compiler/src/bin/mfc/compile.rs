@@ -61,7 +61,7 @@ pub struct Args {
     /// horizon the parameters are optimized for), or `unbounded`: a sensitivity bound valid for
     /// every horizon (single participation; the runtime never stops on its own account).
     #[arg(long, value_name = "N|unbounded", allow_negative_numbers = true, value_parser = options::horizon)]
-    horizon: Option<String>,
+    horizon: Option<Horizon>,
     /// h: diagonals of the decoder kept exactly (≥ 1).
     #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = options::band)]
     band: usize,
@@ -116,7 +116,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         max_bands: args.max_bands,
         toeplitz: args.toeplitz,
         buffers: args.buffers,
-        horizon: args.horizon.as_deref().map(Horizon::parse).transpose()?,
+        horizon: args.horizon,
         band: args.band,
         rank: args.rank,
         refine: args.refine,

@@ -4,6 +4,8 @@
 //! depend on other options (a band at most the number of steps) are checked by the subcommand
 //! before its first expensive call.
 
+use mfc_compiler::pipeline::Horizon;
+
 /// The most steps a blob can hold (`header.steps` is a `u32`, `formats/SPEC.md`).
 pub const MAX_STEPS: u64 = u32::MAX as u64;
 
@@ -45,12 +47,12 @@ pub fn steps(text: &str) -> Result<usize, String> {
 
 /// `--horizon`: a number of steps (`1..=2³²−1`; at least `--steps`, checked with it) or
 /// `unbounded`.
-pub fn horizon(text: &str) -> Result<String, String> {
+pub fn horizon(text: &str) -> Result<Horizon, String> {
     if text == "unbounded" {
-        return Ok(text.into());
+        return Ok(Horizon::Unbounded);
     }
     steps(text)
-        .map(|_| text.into())
+        .map(Horizon::Steps)
         .map_err(|e| format!("{e}, or `unbounded`"))
 }
 
