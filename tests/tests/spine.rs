@@ -404,3 +404,72 @@ fn min_separation_blob_covers_every_pattern_at_least_b_apart() {
     }
     replay_matches_dense(&bytes, 3, true);
 }
+
+/// Issue 16's acceptance: for the same factorization, a replace-one blob records exactly twice the
+/// add/remove blob's sensitivity, and the runtime's noise is exactly twice as large — every
+/// release of a zero input, same seed, bit for bit ×2 (a power of two scales every `f32`
+/// operation exactly) — and `inspect`'s privacy statement names the relation (`compiler/tests/
+/// cli.rs`). The reference is the add/remove stream, not the recorded figure.
+#[test]
+fn replace_one_noise_is_exactly_twice_the_add_remove_noise() {
+    let compiled = compile_banded(
+        Workload::PrefixSum.matrix(32).unwrap().as_ref(),
+        3,
+        2,
+        &OptimizeOptions::default(),
+        &CompressOptions::default(),
+        &mut |_| {},
+    )
+    .unwrap();
+    let blob_for = |neighbouring| {
+        let options = BlobOptions {
+            clip_norm: 1.5,
+            calibration: Some(Calibration {
+                noise_multiplier: 0.75,
+                target: None,
+            }),
+            neighbouring,
+        };
+        blob::encode(&compiled, &Workload::PrefixSum, &options).unwrap()
+    };
+    let add_remove = blob_for(mfc_formats::Neighbouring::AddOrRemove);
+    let replace_one = blob_for(mfc_formats::Neighbouring::ReplaceOne);
+    let sensitivity = |bytes: &[u8]| {
+        Mechanism::from_bytes(bytes)
+            .unwrap()
+            .header
+            .sensitivity
+            .value
+    };
+    assert_eq!(sensitivity(&replace_one), 2.0 * sensitivity(&add_remove));
+
+    const DIM: usize = 5;
+    let releases = |bytes: &[u8]| {
+        let m = Mechanism::from_bytes(bytes).unwrap();
+        let mut workspace = vec![0.0f32; Stream::<ChaChaNoise>::workspace_len(&m, DIM).unwrap()];
+        let n = m.steps();
+        let mut stream = Stream::new(
+            m,
+            DIM,
+            &mut workspace,
+            ChaChaNoise::from_seed(SEED).unwrap(),
+        )
+        .unwrap();
+        let mut all = Vec::new();
+        let mut out = [0.0f32; DIM];
+        for _ in 0..n {
+            stream.step(&[0.0; DIM], &mut out).unwrap();
+            all.extend(out);
+        }
+        all
+    };
+    let (once, twice) = (releases(&add_remove), releases(&replace_one));
+    assert!(once.iter().any(|&x| x != 0.0));
+    for (i, (a, b)) in once.iter().zip(&twice).enumerate() {
+        assert_eq!(
+            (2.0 * a).to_bits(),
+            b.to_bits(),
+            "release {i}: {b} is not twice {a}"
+        );
+    }
+}
