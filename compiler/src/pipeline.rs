@@ -659,13 +659,27 @@ impl Job<'_> {
         let blob = blob::encode_blt(&compiled, &self.blob_options)?;
         compiled.sensitivity = recorded_sensitivity(&blob, &self.blob_options)?;
         let factor = neighbouring_factor(self.blob_options.neighbouring)?;
-        let statement = PrivacyStatement::new(
+        let e = &compiled.horizon_error;
+        let design = PrivacyStatement::new(
             &self.blob_options,
             participation,
             compiled.sensitivity,
             compiled.sensitivity_method,
             &compiled.per_step_variance,
         )?;
+        let design_sqrt_loss = design.sqrt_loss;
+        // The blob runs `horizon` steps: its error figures (and the RMSE of its calibration) are
+        // over all of them, not over the steps it was optimized for.
+        let statement = if compiled.horizon > steps {
+            design.over_horizon(
+                compiled.horizon as u64,
+                factor * e.sqrt_loss,
+                factor * e.max_step_stddev,
+                factor * e.final_step_stddev,
+            )
+        } else {
+            design
+        };
         let fields = serde_json::json!({
             "workload": request.workload,
             "form": "blt",
@@ -679,7 +693,6 @@ impl Job<'_> {
             "horizon_final_step_stddev": factor * compiled.horizon_error.final_step_stddev,
             "runtime_floats_per_coordinate": request.buffers + 2,
         });
-        let e = &compiled.horizon_error;
         let text = format!(
             "workload            prefix sum, BLT with {} buffers optimized for n = {steps}; the sensitivity covers {} steps\n\
              participation       {}\n\
@@ -690,7 +703,7 @@ impl Job<'_> {
             request.buffers,
             compiled.horizon,
             statement.participation,
-            statement.sqrt_loss,
+            design_sqrt_loss,
             compiled.horizon,
             factor * e.sqrt_loss,
             factor * e.max_step_stddev,
@@ -714,7 +727,8 @@ impl Job<'_> {
             compiled.sensitivity,
             compiled.sensitivity_method,
             &compiled.per_step_variance,
-        )?;
+        )?
+        .design_steps_only();
         let sigma = self
             .blob_options
             .calibration

@@ -52,8 +52,19 @@ pub struct PrivacyStatement {
     pub sensitivity_exact: bool,
     /// `ζ`.
     pub clip_norm: f64,
-    /// Per-step standard deviation for `σ = ζ = 1`, `sens·‖B̂[i,:]‖`, for every step.
+    /// Per-step standard deviation for `σ = ζ = 1`, `sens·‖B̂[i,:]‖`, for every step of the
+    /// mechanism as compiled (a BLT's design steps).
     pub step_stddev: Vec<f64>,
+    /// The steps that `sqrt_loss`, the per-step maxima and the RMSE are over: `step_stddev`'s,
+    /// or a BLT's horizon ([`PrivacyStatement::over_horizon`]).
+    pub error_steps: u64,
+    /// The largest per-step standard deviation over `error_steps` (units of `σ·ζ`).
+    pub max_step_stddev: f64,
+    /// The last step's standard deviation over `error_steps` (units of `σ·ζ`).
+    pub last_step_stddev: f64,
+    /// What the error figures cover, in words, when it is not simply the blob's steps (empty
+    /// otherwise): a BLT's horizon, or an unbounded BLT's design steps only.
+    pub error_scope: String,
     /// Calibration, if the blob is calibrated.
     pub privacy: Option<PrivacyReport>,
 }
@@ -87,6 +98,10 @@ impl PrivacyStatement {
             max_stddev_per_step: cal.noise_multiplier * clip_norm * max_stddev,
         });
         Ok(Self {
+            error_steps: step_stddev.len() as u64,
+            max_step_stddev: max_stddev,
+            last_step_stddev: step_stddev.last().copied().unwrap_or(0.0),
+            error_scope: String::new(),
             participation: participation.describe(),
             neighbouring: neighbouring_name(options.neighbouring),
             privacy_unit: privacy_unit(participation, options.neighbouring, clip_norm),
@@ -98,6 +113,33 @@ impl PrivacyStatement {
             step_stddev,
             privacy,
         })
+    }
+}
+
+impl PrivacyStatement {
+    /// The statement with its error figures over `steps` steps rather than the design steps
+    /// `step_stddev` lists: a BLT that runs past the steps it was optimized for (`--horizon`),
+    /// whose `sqrt(L)` and largest and last per-step stddev (`σ = ζ = 1`, relation applied) over
+    /// all `steps` are `sqrt_loss`, `max` and `last` (`toeplitz::horizon_error`).
+    pub fn over_horizon(mut self, steps: u64, sqrt_loss: f64, max: f64, last: f64) -> Self {
+        self.error_steps = steps;
+        self.sqrt_loss = sqrt_loss;
+        self.max_step_stddev = max;
+        self.last_step_stddev = last;
+        self.error_scope = format!("over all {steps} steps");
+        if let Some(p) = &mut self.privacy {
+            let scale = p.noise_multiplier * self.clip_norm;
+            p.rmse_per_step = scale * sqrt_loss / (steps.max(1) as f64).sqrt();
+            p.max_stddev_per_step = scale * max;
+        }
+        self
+    }
+
+    /// The statement of a stream with no last step (an unbounded BLT): its error figures cover
+    /// the design steps only, and say so.
+    pub fn design_steps_only(mut self) -> Self {
+        self.error_scope = format!("over the {} design steps only", self.error_steps);
+        self
     }
 }
 
@@ -115,11 +157,15 @@ impl fmt::Display for PrivacyStatement {
                 ""
             }
         )?;
-        let max = self.step_stddev.iter().copied().fold(0.0, f64::max);
-        let last = self.step_stddev.last().copied().unwrap_or(0.0);
+        let scope = if self.error_scope.is_empty() {
+            String::new()
+        } else {
+            format!(", {}", self.error_scope)
+        };
         writeln!(
             f,
-            "per-step stddev     max {max:.4}, last {last:.4}  (units of σ·ζ)"
+            "per-step stddev     max {:.4}, last {:.4}  (units of σ·ζ{scope})",
+            self.max_step_stddev, self.last_step_stddev
         )?;
         writeln!(f, "clip norm           {}", self.clip_norm)?;
         match &self.privacy {

@@ -337,6 +337,22 @@ fn compile_blt_and_fft_forms_and_inspect_them() {
         horizon_max > 2.0 * design_max,
         "{horizon_max} vs {design_max}"
     );
+    // The privacy statement's error figures are the horizon's too: its per-step maximum and the
+    // calibration's RMSE and largest stddev (σ·ζ·…) cover all 5000 steps.
+    assert_eq!(report["max_step_stddev"], report["horizon_max_step_stddev"]);
+    assert_eq!(report["sqrt_loss"], report["horizon_sqrt_loss"]);
+    assert_eq!(report["error_steps"], 5000);
+    let sigma = report["noise_multiplier"].as_f64().unwrap();
+    let privacy = &report["privacy"];
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs();
+    assert!(close(
+        privacy["max_stddev_per_step"].as_f64().unwrap(),
+        sigma * horizon_max
+    ));
+    assert!(close(
+        privacy["rmse_per_step"].as_f64().unwrap(),
+        sigma * report["horizon_sqrt_loss"].as_f64().unwrap() / 5000f64.sqrt()
+    ));
     // The FFT form, stamped.
     let fft = temp("fft.mfc");
     mfc_ok(&args(
@@ -353,6 +369,34 @@ fn compile_blt_and_fft_forms_and_inspect_them() {
             &[&out],
         ));
     }
+}
+
+/// `--horizon unbounded`: the report's error figures cover the design steps only and say so, with
+/// the table of how the per-step error grows; `inspect` says the same of the blob.
+#[test]
+fn compile_an_unbounded_blt_and_inspect_it() {
+    let out = temp("unbounded.mfc");
+    let text = stdout(&mfc(&args(
+        "compile --form blt --buffers 3 --steps 48 --horizon unbounded --epsilon 2 --delta 1e-6 \
+         --out {}",
+        &[&out],
+    )));
+    assert!(
+        text.contains("(units of σ·ζ, over the 48 design steps only)"),
+        "{text}"
+    );
+    assert!(text.contains("stddev of release t"), "{text}");
+    let json = mfc_json(&args(
+        "compile --form blt --buffers 3 --steps 48 --horizon unbounded --out {} --json",
+        &[&out],
+    ));
+    assert_eq!(json["horizon"], "unbounded");
+    assert_eq!(json["error_scope"], "over the 48 design steps only");
+    let inspected = stdout(&mfc(&args("inspect {}", &[&out])));
+    assert!(
+        inspected.contains("over the n = 48 design steps only"),
+        "{inspected}"
+    );
 }
 
 /// `--form bandmf`: both kinds, `--bands N|auto`, the prefix sum and momentum; `inspect` shows

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use mfc_compiler::Error;
 use mfc_compiler::participation::Participation;
 use mfc_compiler::report::{method_description, neighbouring_name, privacy_unit};
-use mfc_formats::{Decoder, Mechanism, Workload};
+use mfc_formats::{Decoder, Mechanism, SensitivityMethod, Workload};
 use serde_json::json;
 
 /// Print what a blob holds and the device's verification of its sensitivity; fails (exit 2) on
@@ -249,9 +249,18 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         },
         None => println!("noise multiplier    not calibrated"),
     }
+    // An unbounded BLT records the error of its design steps: its stream has no last step.
+    let scope = if h.sensitivity.method == SensitivityMethod::BltTailBound {
+        format!(
+            "over the n = {} design steps only (the stream runs on; `mfc compile` prints how the error grows)",
+            h.steps
+        )
+    } else {
+        format!("over all n = {} steps", h.steps)
+    };
     print!(
-        "error (σ = ζ = 1)   over all n = {} steps: sqrt(L) = {:.4}",
-        h.steps, h.error.sqrt_loss
+        "error (σ = ζ = 1)   {scope}: sqrt(L) = {:.4}",
+        h.error.sqrt_loss
     );
     if let Some(opt) = h.error.optimal_sqrt_loss {
         print!(" (optimum {opt:.4})");
