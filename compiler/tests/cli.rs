@@ -228,6 +228,9 @@ fn calibrate_answers_both_directions() {
         &[],
     ));
     assert!((v["epsilon"].as_f64().unwrap() - 4.377178).abs() < 5e-6);
+    // The (ε, δ) comes with what it is for, in JSON as in text.
+    let unit = v["privacy_unit"].as_str().unwrap();
+    assert!(unit.contains("per record") && unit.contains("neighbouring relation"));
 
     assert_refused(&args("calibrate --delta 1e-5", &[]));
 }

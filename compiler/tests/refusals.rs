@@ -337,6 +337,14 @@ const CASES: &[(&str, &[&str])] = &[
         "simulate D/ok.mfc --input D/ok.csv --out D/y.csv --seed 12",
         &["--seed", "64 hexadecimal digits", "`12`"],
     ),
+    (
+        "simulate D/ok.mfc --input D/ok.csv --out D/y.csv --seed 0000000000000000000000000000000000000000000000000000000000000000",
+        &[
+            "--seed",
+            "0000000000000000000000000000000000000000000000000000000000000000",
+            "not all 0",
+        ],
+    ),
     // calibrate
     (
         "calibrate --delta 2 --epsilon 1",

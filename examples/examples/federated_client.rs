@@ -52,7 +52,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mechanism = Mechanism::from_bytes(&bytes)?;
     let floats = Stream::<ChaChaNoise>::workspace_len(&mechanism, PARAMETERS)?;
     println!(
-        "client: d = {PARAMETERS}, {ROUNDS} rounds, (ε, δ) = ({epsilon}, {delta:e}), σ = {sigma:.4}; stream state {} floats = {:.1} MB",
+        "client: d = {PARAMETERS}, {ROUNDS} rounds, (ε, δ) = ({epsilon}, {delta:e}) for this client's update in one round (single participation, add/remove), σ = {sigma:.4}; stream state {} floats = {:.1} MB",
         floats,
         floats as f64 * 4.0 / 1e6
     );

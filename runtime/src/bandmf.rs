@@ -18,7 +18,7 @@
 //!
 //! A ring of the last `b̂` rows of `w` (slot `t mod b̂` holds `w_t`; step `t` overwrites
 //! `w_{t−b̂}`, which it no longer needs) and, for the prefix sum, the running sum with its
-//! compensation ([`sum`](crate::sum): exact to a couple of ulps at any horizon):
+//! compensation ([`sum`](crate::sum): within a few ulps of the exact sum):
 //! `(b̂ + 2)·d` floats (`b̂·d` for another workload), for any horizon. The forward substitution
 //! needs only `b̂ − 1` rows; the one more row lets a restored checkpoint prove its key: the newest
 //! row `w_{t−1}` is recomputed from the regenerated `z_{t−1}` and the `b̂ − 1` rows before it

@@ -13,7 +13,7 @@
 //! so `y = (B̂ z)_i` with `β = Σ_{j ≤ i−h} R[j,:]ᵀ z_j`. The state is the last `h` noise rows (row
 //! `z_t` lives in slot `t mod h`; `z_{i−h}` is consumed just before `z_i` overwrites it), `β`
 //! (`r × d`) and the running sum `s` with its compensation (two rows, [`sum`](crate::sum)), so
-//! that `s` is exact to a couple of ulps at any horizon: `(h + r + 2)·d` floats, all in the
+//! that `s` stays within a few ulps of the exact sum ([`sum`](crate::sum)): `(h + r + 2)·d` floats, all in the
 //! caller's workspace.
 //!
 //! For training, [`Stream::step_examples`] takes the step's examples (rows of `d`) instead of one

@@ -8,9 +8,11 @@ mod common;
 use common::{Gen, mechanism, tables, workspace};
 use mfc_formats::{
     Blt, Calibration, Decoder, ErrorSummary, F32Table, Fft, FftKind, Header, Mechanism,
-    Neighbouring, Participation, Sensitivity, SensitivityMethod, Workload, encode_f32s,
+    Neighbouring, Participation, Sensitivity, SensitivityMethod, Validated, Workload, encode_f32s,
 };
-use mfc_runtime::{BandMfStream, BltStream, ChaChaNoise, Error, FftStream, Stream, clip_factor};
+use mfc_runtime::{
+    BandMfStream, BltStream, ChaChaNoise, Error, FftStream, Replay, Stream, clip_factor,
+};
 
 const SEED: [u8; 32] = *b"per-example clipping test seed!!";
 const D: usize = 5;
@@ -155,46 +157,58 @@ fn one_example_is_a_step_and_none_is_a_zero_row() {
     assert_eq!(ra, rb);
 }
 
-/// Malformed examples are refused with a typed error and change nothing: the releases that
-/// follow equal those of a stream that never saw the refused calls.
+/// Malformed examples (not whole rows, a non-finite entry, a short release row) are refused in
+/// every form, through [`Replay`], and change nothing: the stream that saw the refusals releases
+/// the same bits as one that did not. A finished stream refuses the next step.
 #[test]
 fn refused_examples_change_nothing() {
     let t = tables(8, 2, 2, 7);
-    let m = mechanism(&t, Workload::PrefixSum, f64::from(ZETA));
-    let run = |with_errors: bool| {
-        let mut g = Gen(3);
-        let mut ws = workspace(&m, D);
-        let mut s = Stream::new(m, D, &mut ws, ChaChaNoise::from_seed(SEED).unwrap()).unwrap();
-        let mut out = [0.0f32; D];
-        let mut all = Vec::new();
-        for _ in 0..8 {
-            let batch = examples(&mut g, 4);
-            if with_errors {
-                assert_eq!(
-                    s.step_examples(&batch[..D + 2], &mut out),
-                    Err(Error::ExamplesShape { dim: D, len: D + 2 })
-                );
-                let mut bad = batch.clone();
-                bad[2 * D + 3] = f32::NAN;
-                assert_eq!(
-                    s.step_examples(&bad, &mut out),
-                    Err(Error::NonFiniteInput { index: 2 * D + 3 })
-                );
-                assert!(matches!(
-                    s.step_examples(&batch, &mut out[..D - 1]),
-                    Err(Error::DimensionMismatch { .. })
-                ));
+    let banded = mechanism(&t, Workload::PrefixSum, f64::from(ZETA));
+    let (blt, fft) = (blt_bytes(), fft_bytes());
+    let encoder = common::encoder_table(mfc_formats::BandMfKind::General, 8, 3, 23);
+    let forms = [
+        banded,
+        blt_mechanism(&blt, 8),
+        fft_mechanism(&fft, 8),
+        common::bandmf(&encoder, Workload::PrefixSum, f64::from(ZETA)),
+    ];
+    for m in forms {
+        let run = |with_errors: bool| {
+            let mut g = Gen(3);
+            let mut ws = vec![0.0f32; Replay::workspace_len(&m, D).unwrap()];
+            let noise = ChaChaNoise::from_seed(SEED).unwrap();
+            let mut s = Replay::open(m, D, &mut ws, noise).unwrap();
+            let mut out = [0.0f32; D];
+            let mut all = Vec::new();
+            for _ in 0..8 {
+                let batch = examples(&mut g, 4);
+                if with_errors {
+                    assert_eq!(
+                        s.step_examples(&batch[..D + 2], &mut out),
+                        Err(Error::ExamplesShape { dim: D, len: D + 2 })
+                    );
+                    let mut bad = batch.clone();
+                    bad[2 * D + 3] = f32::NAN;
+                    assert_eq!(
+                        s.step_examples(&bad, &mut out),
+                        Err(Error::NonFiniteInput { index: 2 * D + 3 })
+                    );
+                    assert!(matches!(
+                        s.step_examples(&batch, &mut out[..D - 1]),
+                        Err(Error::DimensionMismatch { .. })
+                    ));
+                }
+                s.step_examples(&batch, &mut out).unwrap();
+                all.push(out.map(f32::to_bits));
             }
-            s.step_examples(&batch, &mut out).unwrap();
-            all.push(out);
-        }
-        assert_eq!(
-            s.step_examples(&[], &mut out),
-            Err(Error::StreamFinished { steps: 8 })
-        );
-        all
-    };
-    assert_eq!(run(true), run(false));
+            assert_eq!(
+                s.step_examples(&[], &mut out),
+                Err(Error::StreamFinished { steps: 8 })
+            );
+            all
+        };
+        assert_eq!(run(true), run(false), "{:?}", m.decoder);
+    }
 }
 
 /// A shard sees part of each example and cannot clip it; a custom workload has no sum.
@@ -243,33 +257,49 @@ fn header(steps: u32) -> Header<'static> {
     }
 }
 
+/// The tables of a two-buffer BLT: θ, then ω.
+fn blt_bytes() -> [Vec<u8>; 2] {
+    [encode_f32s([0.9f32, 0.5]), encode_f32s([-0.3f32, -0.1])]
+}
+
+fn blt_mechanism(tables: &[Vec<u8>; 2], steps: u32) -> Validated<'_> {
+    Mechanism {
+        header: header(steps),
+        decoder: Decoder::Blt(Blt {
+            theta: F32Table::new(&tables[0]).unwrap(),
+            omega: F32Table::new(&tables[1]).unwrap(),
+        }),
+    }
+    .validate()
+    .unwrap()
+}
+
+/// The tables of a circulant FFT mechanism with blocks of 2 steps: the kernel, no generator.
+fn fft_bytes() -> [Vec<u8>; 2] {
+    [encode_f32s([1.0f32, 0.5, 0.25, 0.1]), encode_f32s([])]
+}
+
+fn fft_mechanism(tables: &[Vec<u8>; 2], steps: u32) -> Validated<'_> {
+    Mechanism {
+        header: header(steps),
+        decoder: Decoder::Fft(Fft {
+            kind: FftKind::Circulant,
+            block: 2,
+            stamps: steps / 2,
+            kernel: F32Table::new(&tables[0]).unwrap(),
+            generator: F32Table::new(&tables[1]).unwrap(),
+        }),
+    }
+    .validate()
+    .unwrap()
+}
+
 /// The BLT and FFT forms keep the same rule: one example removed moves every later release by
 /// at most ζ.
 #[test]
 fn blt_and_fft_streams_clip_each_example() {
-    let (theta, omega) = (encode_f32s([0.9f32, 0.5]), encode_f32s([-0.3f32, -0.1]));
-    let blt = Mechanism {
-        header: header(10),
-        decoder: Decoder::Blt(Blt {
-            theta: F32Table::new(&theta).unwrap(),
-            omega: F32Table::new(&omega).unwrap(),
-        }),
-    }
-    .validate()
-    .unwrap();
-    let (kernel, empty) = (encode_f32s([1.0f32, 0.5, 0.25, 0.1]), encode_f32s([]));
-    let fft = Mechanism {
-        header: header(10),
-        decoder: Decoder::Fft(Fft {
-            kind: FftKind::Circulant,
-            block: 2,
-            stamps: 5,
-            kernel: F32Table::new(&kernel).unwrap(),
-            generator: F32Table::new(&empty).unwrap(),
-        }),
-    }
-    .validate()
-    .unwrap();
+    let (blt, fft) = (blt_bytes(), fft_bytes());
+    let (blt, fft) = (blt_mechanism(&blt, 10), fft_mechanism(&fft, 10));
     let noise = || ChaChaNoise::from_seed(SEED).unwrap();
     let check = |step_a: &mut dyn FnMut(&[f32], &mut [f32]),
                  step_b: &mut dyn FnMut(&[f32], &mut [f32])| {

@@ -20,7 +20,8 @@ use pyo3::types::PyDict;
 use crate::error::{BlobError, CompileError, Error, MfcError, StreamError};
 
 /// `σ` for `(ε, δ)`, or `ε` for `(σ, δ)`, for a mechanism normalized to sensitivity 1 (the exact
-/// analytic Gaussian calibration of `mfc calibrate`), with zCDP `ρ = 1/(2σ²)`.
+/// analytic Gaussian calibration of `mfc calibrate`), with zCDP `ρ = 1/(2σ²)` and what the
+/// `(ε, δ)` is for (`privacy_unit`).
 #[pyfunction]
 #[pyo3(signature = (*, delta, epsilon=None, noise_multiplier=None))]
 fn calibrate<'py>(
@@ -54,6 +55,7 @@ fn calibrate<'py>(
     out.set_item("delta", delta)?;
     out.set_item("noise_multiplier", sigma)?;
     out.set_item("zcdp_rho", zcdp_rho(sigma))?;
+    out.set_item("privacy_unit", mfc_compiler::calibrate::PRIVACY_UNIT)?;
     Ok(out)
 }
 

@@ -155,6 +155,7 @@ def test_calibrate_round_trip():
     back = mfc.calibrate(noise_multiplier=sigma, delta=1e-6)
     assert back["epsilon"] == pytest.approx(2.0, rel=1e-9)
     assert back["zcdp_rho"] == pytest.approx(1 / (2 * sigma**2), rel=1e-12)
+    assert "per record" in back["privacy_unit"]
     with pytest.raises(mfc.CompileError, match="either epsilon or noise_multiplier"):
         mfc.calibrate(delta=1e-6)
 

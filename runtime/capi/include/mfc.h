@@ -148,7 +148,9 @@ enum MfcStatus mfc_stream_step(struct MfcStream *stream,
 
 // A training step: `examples_len` floats, whole rows of `dim`, each clipped to ζ by itself and
 // summed (one example moves the releases by at most ζ); writes the release into `release`
-// (`dim` floats). Buffers as [`mfc_stream_step`]; on error nothing changes.
+// (`dim` floats). Buffers as [`mfc_stream_step`]; on error nothing changes. A step with no
+// examples (`examples_len` 0) releases the noise alone, and still needs a non-null, aligned
+// `examples` (`NULL` is `MFC_STATUS_INVALID_ARGUMENT`).
 //
 // # Safety
 // As [`mfc_stream_step`], with `examples` valid for `examples_len` reads.

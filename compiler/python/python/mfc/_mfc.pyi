@@ -126,8 +126,10 @@ def compile(
 
 def calibrate(
     *, delta: float, epsilon: Optional[float] = None, noise_multiplier: Optional[float] = None
-) -> dict[str, float]:
-    """sigma for (epsilon, delta) or epsilon for (sigma, delta), sensitivity 1, with zCDP rho."""
+) -> dict[str, Union[float, str]]:
+    """sigma for (epsilon, delta) or epsilon for (sigma, delta), sensitivity 1, with zCDP rho and
+    ``privacy_unit``: what the (epsilon, delta) is for (per record under the schema and relation
+    of the blob the sigma goes into)."""
 
 def clip_factor(row: npt.NDArray[np.float32], clip_norm: float) -> float:
     """The runtime's clip factor min(1, clip_norm/||row||) of a whole row."""

@@ -1,7 +1,9 @@
 //! `mfc calibrate`: the noise multiplier for a privacy target, or the privacy of a multiplier.
 
 use mfc_compiler::Error;
-use mfc_compiler::calibrate::{epsilon_for_noise_multiplier, noise_multiplier_for, zcdp_rho};
+use mfc_compiler::calibrate::{
+    PRIVACY_UNIT, epsilon_for_noise_multiplier, noise_multiplier_for, zcdp_rho,
+};
 use serde::Serialize;
 
 /// Exact analytic-Gaussian calibration of a mechanism normalized to sensitivity 1.
@@ -27,6 +29,8 @@ struct Calibration {
     delta: f64,
     noise_multiplier: f64,
     zcdp_rho: f64,
+    /// What the `(ε, δ)` is for: the same sentence as the text output.
+    privacy_unit: &'static str,
 }
 
 pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
@@ -61,6 +65,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         delta: args.delta,
         noise_multiplier: sigma,
         zcdp_rho: zcdp_rho(sigma),
+        privacy_unit: PRIVACY_UNIT,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&c)?);
@@ -69,9 +74,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             "σ = {:.6} gives (ε, δ) = ({:.6}, {:e}); ρ-zCDP = {:.6e}",
             c.noise_multiplier, c.epsilon, c.delta, c.zcdp_rho
         );
-        println!(
-            "for a Gaussian mechanism of sensitivity 1: a blob's noise is σ·ζ·sens with sens computed for its participation schema and neighbouring relation, so the (ε, δ) is per record under those (mfc inspect states them)"
-        );
+        println!("{PRIVACY_UNIT}");
     }
     Ok(())
 }

@@ -105,6 +105,12 @@ fn noise(seed: Option<&str>) -> Result<ChaChaNoise, Box<dyn std::error::Error>> 
         let digit = |b: u8| char::from(b).to_digit(16).unwrap_or(0) as u8;
         *byte = digit(pair[0]) << 4 | digit(pair[1]);
     }
+    if key == [0; 32] {
+        return Err(Error::InvalidOption(format!(
+            "--seed {hex}: the all-zero seed is refused (64 hexadecimal digits, not all 0)"
+        ))
+        .into());
+    }
     Ok(ChaChaNoise::from_seed(key)?)
 }
 
