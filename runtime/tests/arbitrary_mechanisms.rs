@@ -3,15 +3,21 @@
 //! `Mechanism::validate`, and whatever passes it goes through every public constructor and step
 //! function of every stream form without a panic: each call succeeds or returns a typed error.
 //! A mechanism that skips validation cannot be passed at all: the `compile_fail` example in the
-//! crate docs (`runtime/src/lib.rs`) checks that it does not compile.
+//! crate docs (`runtime/src/lib.rs`) checks that it does not compile. Every form is covered
+//! (banded plus low rank, FFT, BLT, BandMF), with any sensitivity method (a BLT recording a bound
+//! for every horizon runs to the `u32` step limit), through the per-form streams and through
+//! [`Replay`]; and a refused call leaves the stream as it was: a twin stream that never saw the
+//! refused calls releases the same bits.
 
 use mfc_formats::{
-    BandedLowRank, Blt, Calibration, Decoder, ErrorSummary, F32Table, Fft, FftKind, Header,
-    Mechanism, Neighbouring, Participation, PrivacyTarget, Sensitivity, SensitivityMethod,
-    Validated, Workload, encode_f32s,
+    BandMf, BandMfKind, BandedLowRank, Blt, Calibration, Decoder, ErrorSummary, F32Table, Fft,
+    FftKind, Header, Mechanism, Neighbouring, Participation, PrivacyTarget, Sensitivity,
+    SensitivityMethod, Validated, Workload, encode_f32s,
 };
 use mfc_runtime::checkpoint::{BlobFingerprint, ReleaseCounter, epoch_noise};
-use mfc_runtime::{BltStream, ChaChaNoise, Error, FftStream, Stream, clip_factor};
+use mfc_runtime::{
+    BandMfStream, BltStream, ChaChaNoise, Error, FftStream, Replay, Stream, clip_factor,
+};
 use proptest::prelude::*;
 
 /// The most workspace a case may ask for (larger ones are refused by the test, not the runtime).
@@ -91,6 +97,7 @@ struct Case {
     participation: Participation,
     replace_one: bool,
     sensitivity: f64,
+    method: SensitivityMethod,
     clip_norm: f64,
     calibration: Option<(f64, Option<(f64, f64)>)>,
     error: [f64; 3],
@@ -119,6 +126,28 @@ enum Shape {
         theta: Vec<f32>,
         omega: Vec<f32>,
     },
+    BandMf {
+        toeplitz: bool,
+        bands: u32,
+        encoder: Vec<f32>,
+    },
+}
+
+/// Every sensitivity method a blob can record.
+fn method() -> impl Strategy<Value = SensitivityMethod> {
+    use SensitivityMethod::*;
+    prop_oneof![
+        8 => Just(MaxColumnNorm),
+        1 => Just(NonnegativeGram),
+        1 => Just(SpectralBound),
+        1 => Just(AbsoluteGramBound),
+        1 => Just(GeneratorResidualBound),
+        1 => Just(OrthogonalColumns),
+        1 => Just(NonincreasingToeplitz),
+        1 => Just(PatternSearchBound),
+        1 => Just(ToeplitzMajorantBound),
+        2 => Just(BltTailBound),
+    ]
 }
 
 /// `n` finite coefficients in `[−2, 2]`.
@@ -209,7 +238,54 @@ fn shape() -> BoxedStrategy<(Shape, u32)> {
                 .prop_map(move |(theta, omega)| (Shape::Blt { theta, omega }, n))
         })
         .boxed();
-    prop_oneof![banded, fft, blt].boxed()
+    // BandMF: `C[i, i−l]` for `l < b̂`, general (`n × b̂`, `+0.0` above the diagonal) or Toeplitz
+    // (`b̂` values); a diagonal away from zero, or now and then tiny (subnormal: refused) or
+    // merely small (accepted, and the recursion may overflow: a typed error or non-finite
+    // releases, never a panic).
+    let diagonal = prop_oneof![
+        12 => 0.25f32..2.0,
+        1 => Just(1e-42f32),
+        1 => Just(f32::MIN_POSITIVE),
+        1 => Just(1e-3f32),
+    ];
+    let bandmf = (1usize..40, 1usize..6, any::<bool>())
+        .prop_flat_map(move |(n, b, toeplitz)| {
+            let b = b.min(n);
+            let rows = if toeplitz { 1 } else { n };
+            let encoder = proptest::collection::vec((diagonal.clone(), -2.0f32..2.0), rows * b)
+                .prop_map(move |draws| {
+                    draws
+                        .into_iter()
+                        .enumerate()
+                        .map(|(idx, (main, other))| match (idx / b, idx % b) {
+                            (_, 0) => main,
+                            (i, l) if !toeplitz && l > i => 0.0,
+                            _ => other,
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .prop_flat_map(damaged);
+            (
+                count(1, n as u32).prop_map(
+                    move |bands| {
+                        if bands <= n as u32 { b as u32 } else { bands }
+                    },
+                ),
+                encoder,
+            )
+                .prop_map(move |(bands, encoder)| {
+                    (
+                        Shape::BandMf {
+                            toeplitz,
+                            bands,
+                            encoder,
+                        },
+                        n as u32,
+                    )
+                })
+        })
+        .boxed();
+    prop_oneof![banded, fft, blt, bandmf].boxed()
 }
 
 fn participation(steps: u32) -> impl Strategy<Value = Participation> {
@@ -243,7 +319,7 @@ fn case() -> BoxedStrategy<Case> {
                     participation(steps),
                     any::<bool>(),
                 ),
-                (field(), field()),
+                (field(), method(), field()),
                 proptest::option::weighted(0.9, (field(), proptest::option::of(target))),
                 [field(), field(), field()],
                 Just(decoder),
@@ -254,7 +330,7 @@ fn case() -> BoxedStrategy<Case> {
         .prop_map(
             |(
                 (steps, custom, participation, replace_one),
-                (sensitivity, clip_norm),
+                (sensitivity, method, clip_norm),
                 calibration,
                 error,
                 decoder,
@@ -266,6 +342,7 @@ fn case() -> BoxedStrategy<Case> {
                 participation,
                 replace_one,
                 sensitivity,
+                method,
                 clip_norm,
                 calibration,
                 error,
@@ -299,6 +376,7 @@ impl Case {
             Shape::Blt { theta, omega } => [theta, omega]
                 .map(|t| encode_f32s(t.iter().copied()))
                 .to_vec(),
+            Shape::BandMf { encoder, .. } => vec![encode_f32s(encoder.iter().copied())],
         })
     }
 
@@ -332,6 +410,17 @@ impl Case {
                 theta: t(0),
                 omega: t(1),
             }),
+            Shape::BandMf {
+                toeplitz, bands, ..
+            } => Decoder::BandMf(BandMf {
+                kind: if *toeplitz {
+                    BandMfKind::Toeplitz
+                } else {
+                    BandMfKind::General
+                },
+                bands: *bands,
+                encoder: t(0),
+            }),
         };
         Mechanism {
             header: Header {
@@ -349,7 +438,7 @@ impl Case {
                 },
                 sensitivity: Sensitivity {
                     value: self.sensitivity,
-                    method: SensitivityMethod::MaxColumnNorm,
+                    method: self.method,
                 },
                 clip_norm: self.clip_norm,
                 calibration: self.calibration.map(|(sigma, target)| Calibration {
@@ -511,6 +600,99 @@ fn exercise_all(m: Validated<'_>, dim: usize, sigma: f64, blob: &[u8]) {
             exercise!(s, dim, horizon, noise: yes);
         }
     }
+    if let Some(mut workspace) = sized(BandMfStream::<ChaChaNoise>::workspace_len(&m, dim)) {
+        if let Ok(mut s) = BandMfStream::new(m, dim, &mut workspace, noise()) {
+            exercise!(s, dim, horizon, noise: no);
+            let x = row(0, dim);
+            let _ = s.step_clipped(&x, clip_factor(&x, s.clip_norm()), &mut vec![0.0; dim]);
+        }
+        if let Ok(mut s) =
+            BandMfStream::with_noise_multiplier(m, dim, &mut workspace, noise(), sigma)
+        {
+            exercise!(s, dim, horizon, noise: no);
+        }
+        if let Some(row_dim) = dim.checked_add(2) {
+            if let Ok(mut shard) =
+                BandMfStream::shard(m, row_dim, 1..dim + 1, &mut workspace, noise())
+            {
+                let x = row(1, dim);
+                for clip in [0.5, f32::NAN, 2.0] {
+                    let _ = shard.step_clipped(&x, clip, &mut vec![0.0; dim]);
+                }
+                exercise!(shard, dim, horizon, noise: no);
+            }
+        }
+    }
+    if let Some(mut workspace) = sized(Replay::workspace_len(&m, dim)) {
+        if let Ok(mut s) = Replay::open(m, dim, &mut workspace, noise()) {
+            exercise!(s, dim, horizon, noise: yes);
+        }
+        if let Ok(mut s) =
+            Replay::open_with_noise_multiplier(m, dim, &mut workspace, noise(), sigma)
+        {
+            exercise!(s, dim, horizon, noise: yes);
+        }
+    }
+    refusals_change_nothing(m, dim);
+}
+
+/// A refused call leaves the stream as it was: stream `a` is offered, before each step, a
+/// release row too short, an input row too short, examples that are not whole rows, a row with
+/// a NaN; each must be refused. Then `a` and a
+/// twin `b` that never saw those calls take the same step and must release the same bits (or
+/// refuse it alike), through [`Replay`], for every form.
+fn refusals_change_nothing(m: Validated<'_>, dim: usize) {
+    let Some(len) = Replay::workspace_len(&m, dim)
+        .ok()
+        .filter(|&l| l <= MAX_WORKSPACE && (1..=16).contains(&dim))
+    else {
+        return;
+    };
+    let (mut wa, mut wb) = (vec![f32::NAN; len], vec![f32::NAN; len]);
+    let (Ok(mut a), Ok(mut b)) = (
+        Replay::open(m, dim, &mut wa, noise()),
+        Replay::open(m, dim, &mut wb, noise()),
+    ) else {
+        return;
+    };
+    let prefix = a.releases_prefix_sums();
+    for i in 0..a.horizon().min(40) + 1 {
+        let x: Vec<f32> = (0..dim).map(|c| (i as f32 - c as f32) * 0.37).collect();
+        let mut bad = x.clone();
+        bad[dim - 1] = f32::NAN;
+        let (mut out, mut short) = (vec![0.0f32; dim], vec![0.0f32; dim - 1]);
+        assert!(a.step(&x, &mut short).is_err());
+        assert!(a.step(&x[..dim - 1], &mut out).is_err());
+        assert!(a.step(&bad, &mut out).is_err());
+        assert!(a.step_noise(&mut short).is_err());
+        if dim > 1 {
+            // Not whole rows (every length is whole rows of one coordinate).
+            let two = [x.clone(), x.clone()].concat();
+            assert!(a.step_examples(&two[1..], &mut out).is_err());
+        }
+        let (mut ra, mut rb) = (vec![0.0f32; dim], vec![0.0f32; dim]);
+        let (got_a, got_b) = if prefix {
+            let examples = [x.clone(), x.iter().map(|v| -v).collect()].concat();
+            if i % 2 == 0 {
+                (a.step(&x, &mut ra), b.step(&x, &mut rb))
+            } else {
+                (
+                    a.step_examples(&examples, &mut ra),
+                    b.step_examples(&examples, &mut rb),
+                )
+            }
+        } else {
+            (a.step_noise(&mut ra), b.step_noise(&mut rb))
+        };
+        assert_eq!(got_a, got_b, "step {i}");
+        let bits = |r: &[f32]| r.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+        assert_eq!(
+            bits(&ra),
+            bits(&rb),
+            "step {i}: a refused call changed the stream"
+        );
+        assert_eq!(a.steps_released(), b.steps_released());
+    }
 }
 
 proptest! {
@@ -544,6 +726,7 @@ fn a_zero_band_is_refused_before_any_stream() {
         participation: Participation::Single,
         replace_one: false,
         sensitivity: 1.0,
+        method: SensitivityMethod::MaxColumnNorm,
         clip_norm: 1.0,
         calibration: Some((1.0, None)),
         error: [1.0; 3],
