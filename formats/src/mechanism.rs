@@ -532,7 +532,12 @@ fn check_band_rows(table: F32Table<'_>, h: usize, encoder: bool) -> Result<(), E
         };
         let step = i as u32;
         // ±0.0 are the words whose only possible bit is the sign; an encoder's diagonal must
-        // also be normal (a subnormal divisor overflows `w = C⁻¹z` within a few steps).
+        // also be normal (a subnormal divisor overflows `w = C⁻¹z` at once). A normal diagonal
+        // does not make the recursion stable: a small one, or off-diagonal terms that grow `w`
+        // geometrically, still overflow it within a few steps: the releases become huge, then
+        // non-finite. That costs utility, not privacy (the sensitivity is `C`'s own, and the
+        // noise only grows; a non-finite release carries no input), and the compiler's encoders
+        // are stable.
         let singular = if encoder {
             word(0) & F32_EXPONENT == 0
         } else {
