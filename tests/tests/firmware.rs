@@ -278,9 +278,13 @@ fn the_drift_firmware_output_under_qemu_equals_the_host_reference() {
     let text = qemu_log("MFC_FIRMWARE_DRIFT_LOG");
     let expected = drift_on_the_host();
     let got: Vec<&str> = text.lines().collect();
+    for (line, (got, want)) in got.iter().zip(&expected).enumerate() {
+        assert_eq!(got, want, "line {} of the QEMU output:\n{text}", line + 1);
+    }
     assert_eq!(
-        got, expected,
-        "the QEMU output differs from the host:\n{text}"
+        got.len(),
+        expected.len(),
+        "lines in the QEMU output:\n{text}"
     );
     eprintln!("{} lines equal the host reference", got.len());
 }
