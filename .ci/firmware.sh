@@ -35,7 +35,7 @@ corrupt=$fw/target/corrupt/thumbv7em-none-eabihf/release/telemetry
 bandmf=$fw/target/bandmf/thumbv7em-none-eabihf/release/telemetry
 blt=$fw/target/blt/thumbv7em-none-eabihf/release/telemetry
 arm-none-eabi-size "$elf" "$corrupt" "$fw/target/defmt/thumbv7em-none-eabihf/release/telemetry" \
-  "$bandmf" "$blt"
+  "$bandmf" "$blt" "$fw/target/thumbv7em-none-eabihf/release/drift"
 
 echo "-- run under QEMU"
 status=0
