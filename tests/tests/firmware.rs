@@ -13,20 +13,26 @@
 //! clipping) come from the same `libm` crate on both sides, or are correctly rounded (`sqrtf`). A
 //! mismatch is therefore a real divergence, not rounding noise.
 //!
+//! The long-horizon (`drift`) firmware streams 0.3 for 10⁶ steps through three blobs (BLT,
+//! BandMF, FFT: `examples/firmware/drift*.mfc`); its host reference is the same three streams
+//! through `Replay`, whose every release `tests/tests/exact_sums.rs` finds within 4 ulps of the
+//! exact sum.
+//!
 //! `MFC_FIRMWARE_LOG`, `MFC_FIRMWARE_BANDMF_LOG`, `MFC_FIRMWARE_BLT_LOG` and
 //! `MFC_FIRMWARE_DRIFT_LOG` name the captured QEMU outputs of the three telemetry builds and the
-//! long-horizon (`drift`) firmware;
-//! `.ci/firmware.sh` sets them and runs the comparisons. Built with `CI=true` (`.ci/run`) the comparisons are ordinary tests and fail when a
-//! log is missing; otherwise they are ignored (listed as such by `cargo test`), and the host-side
-//! checks run alone: the firmware's reboot protocol replayed on the host equals the uninterrupted
-//! stream, and the drift stream's every release is within 4 ulps of the exact sum.
+//! drift firmware; `.ci/firmware.sh` sets them and runs the comparisons. Built with `CI=true`
+//! (`.ci/run`) the comparisons are ordinary tests and fail when a log is missing; otherwise they
+//! are ignored (listed as such by `cargo test`), and the host-side checks run alone: the
+//! firmware's reboot protocol replayed on the host equals the uninterrupted stream, and the drift
+//! reference covers 10⁶ steps of every blob.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use mfc_runtime::checkpoint::BlobFingerprint;
 use mfc_runtime::{
-    BandMfStream, BltStream, ChaChaNoise, Error, Mechanism, ReleaseCounter, Stream, epoch_noise,
+    BandMfStream, BltStream, ChaChaNoise, Error, Mechanism, ReleaseCounter, Replay, Stream,
+    epoch_noise,
 };
 
 #[path = "../../examples/firmware/src/scenario.rs"]
@@ -204,92 +210,62 @@ fn the_bandmf_firmware_output_under_qemu_equals_the_host_reference() {
     compare_log(&text, &bytes, &bandmf::reference(&bytes));
 }
 
-/// The long-horizon firmware's blob (`examples/firmware/drift.mfc`).
-fn drift_blob() -> Vec<u8> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/firmware/drift.mfc");
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
+/// The drift firmware's blobs, in the order it streams them, by the form name it prints.
+const DRIFT_BLOBS: [(&str, &str); 3] = [
+    ("BLT", "drift.mfc"),
+    ("BandMF", "drift-bandmf.mfc"),
+    ("FFT", "drift-fft.mfc"),
+];
 
-/// The drift firmware's run on the host: its output lines (banner, every 100 000th release, the
-/// checksum of all releases) and, over every step, the largest distance of a release from the
-/// exact sum of what the stream adds (0.3 each step and `σζ·sens·w_t`, the BLT noise replayed in
-/// the runtime's `f32` operations), in ulps of that sum.
-fn drift_on_the_host() -> (Vec<String>, f64) {
-    use mfc_runtime::noise::NoiseSource;
-    let bytes = drift_blob();
-    let m = Mechanism::from_bytes(&bytes).unwrap();
-    let mfc_runtime::formats::Decoder::Blt(d) = m.decoder else {
-        panic!("drift.mfc is a BLT blob")
-    };
-    let (theta, omega): (Vec<f32>, Vec<f32>) = (d.theta.iter().collect(), d.omega.iter().collect());
-    // σ·ζ·sens as the runtime applies it: each factor rounded up to f32, the product, 3 ulps up.
-    let up = |x: f64| {
-        let y = x as f32;
-        if f64::from(y) < x { y.next_up() } else { y }
-    };
-    let h = m.header;
-    let sigma = h.calibration.unwrap().noise_multiplier;
-    let scale =
-        f32::from_bits((up(sigma) * up(h.clip_norm) * up(h.sensitivity.value)).to_bits() + 3);
-    let counter = ReleaseCounter::FACTORY.cold_start().unwrap();
-    let mut workspace = vec![0.0f32; 16];
-    let mut stream = mfc_runtime::BltStream::new(
-        m,
-        1,
-        &mut workspace,
-        epoch_noise(&ROOT_SECRET, &counter).unwrap(),
-    )
-    .unwrap();
-    let mut draws = epoch_noise(&ROOT_SECRET, &counter).unwrap();
-    let crc = u32::from_le_bytes(bytes[bytes.len() - 4..].try_into().unwrap());
-    let n = stream.horizon();
-    let mut lines = vec![format!(
-        "mfc drift firmware: blob CRC-32 {crc:#010x}, n = {n}, d = 1, input 0.3"
-    )];
-    let (mut buffers, mut noise_sum, mut worst) = (vec![0.0f32; theta.len()], 0.0f64, 0.0f64);
-    let (mut release, mut checksum) = ([0.0f32], 0u32);
-    for step in 0..n {
-        stream.step(&[0.3], &mut release).unwrap();
-        checksum = scenario::fold_checksum(checksum, &release);
-        let mut z = [0.0f32];
-        draws.fill_standard_normal(u64::from(step), 0, &mut z);
-        let mut w = z[0];
-        for ((s, &th), &om) in buffers.iter_mut().zip(&theta).zip(&omega) {
-            w += om * *s;
-            *s = th * *s + z[0];
+/// The drift firmware's run on the host: for each blob, through `Replay` with the firmware's key,
+/// its output lines (banner, every 100 000th release, the checksum of all releases). That every
+/// one of these host releases is within 4 ulps of the exact sum is checked in
+/// `tests/tests/exact_sums.rs`.
+fn drift_on_the_host() -> Vec<String> {
+    let mut lines = Vec::new();
+    for (form, name) in DRIFT_BLOBS {
+        let bytes = blob(name);
+        let m = Mechanism::from_bytes(&bytes).unwrap();
+        let counter = ReleaseCounter::FACTORY.cold_start().unwrap();
+        let mut workspace = vec![0.0f32; Replay::workspace_len(&m, 1).unwrap()];
+        let noise = epoch_noise(&ROOT_SECRET, &counter).unwrap();
+        let mut stream = Replay::open(m, 1, &mut workspace, noise).unwrap();
+        let crc = u32::from_le_bytes(bytes[bytes.len() - 4..].try_into().unwrap());
+        let n = stream.horizon();
+        lines.push(format!(
+            "mfc drift firmware: {form} blob CRC-32 {crc:#010x}, n = {n}, d = 1, input 0.3"
+        ));
+        let (mut release, mut checksum) = ([0.0f32], 0u32);
+        for step in 0..n {
+            stream.step(&[0.3], &mut release).unwrap();
+            checksum = scenario::fold_checksum(checksum, &release);
+            if (step + 1) % 100_000 == 0 {
+                lines.push(format!(
+                    "release {:>7}: {:08x} | {}",
+                    step + 1,
+                    release[0].to_bits(),
+                    release[0]
+                ));
+            }
         }
-        noise_sum += f64::from(scale) * f64::from(w);
-        // t inputs of 0.3f32 = 10 066 330·2⁻²⁵ each, exactly.
-        let exact = f64::from(step + 1) * 10_066_330.0 / 33_554_432.0 + noise_sum;
-        let y = exact.abs() as f32;
-        let ulp = f64::from(f32::from_bits(y.to_bits() + 1)) - f64::from(y);
-        worst = worst.max((f64::from(release[0]) - exact).abs() / ulp);
-        if (step + 1) % 100_000 == 0 {
-            lines.push(format!(
-                "release {:>7}: {:08x} | {}",
-                step + 1,
-                release[0].to_bits(),
-                release[0]
-            ));
-        }
+        lines.push(format!(
+            "done: {n} steps released, checksum {checksum:#010x}"
+        ));
     }
-    lines.push(format!(
-        "done: {n} steps released, checksum {checksum:#010x}"
-    ));
-    (lines, worst)
+    lines
 }
 
-/// The acceptance test of exact sums for the device's blob, on the host: 10⁶ steps of 0.3, every
-/// release within 4 ulps of the exact sum.
+/// The host side of the drift comparison runs without QEMU: 10⁶ steps of each blob, ten
+/// releases and a checksum each.
 #[test]
-fn the_drift_stream_releases_exact_sums_on_the_host() {
-    let (lines, worst) = drift_on_the_host();
-    assert_eq!(lines.len(), 12);
-    eprintln!(
-        "drift.mfc on the host: worst {worst:.3} ulps; {}",
-        lines[10]
-    );
-    assert!(worst <= 4.0, "{worst} ulps");
+fn the_drift_reference_covers_every_blob_for_a_million_steps() {
+    let lines = drift_on_the_host();
+    assert_eq!(lines.len(), 12 * DRIFT_BLOBS.len());
+    for (chunk, (form, _)) in lines.chunks(12).zip(DRIFT_BLOBS) {
+        assert!(chunk[0].contains(&format!("{form} blob")) && chunk[0].contains("n = 1000000"));
+        assert!(chunk[11].starts_with("done: 1000000 steps released"));
+        eprintln!("{}\n{}", chunk[10], chunk[11]);
+    }
 }
 
 /// The device released the same bits: every printed release and the checksum of all 10⁶.
@@ -300,11 +276,15 @@ fn the_drift_stream_releases_exact_sums_on_the_host() {
 )]
 fn the_drift_firmware_output_under_qemu_equals_the_host_reference() {
     let text = qemu_log("MFC_FIRMWARE_DRIFT_LOG");
-    let (expected, _) = drift_on_the_host();
+    let expected = drift_on_the_host();
     let got: Vec<&str> = text.lines().collect();
+    for (line, (got, want)) in got.iter().zip(&expected).enumerate() {
+        assert_eq!(got, want, "line {} of the QEMU output:\n{text}", line + 1);
+    }
     assert_eq!(
-        got, expected,
-        "the QEMU output differs from the host:\n{text}"
+        got.len(),
+        expected.len(),
+        "lines in the QEMU output:\n{text}"
     );
     eprintln!("{} lines equal the host reference", got.len());
 }
