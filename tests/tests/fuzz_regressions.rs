@@ -85,11 +85,10 @@ fn saved_crashing_inputs_pass_their_targets() {
         ("blob_payload", fuzz::blob_payload),
         ("checkpoint", fuzz::checkpoint::checkpoint),
     ] {
-        let dir = fuzz_dir().join("regressions").join(target);
-        if !dir.exists() {
-            continue;
-        }
-        for (name, bytes) in files(&format!("regressions/{target}")) {
+        // Every target has saved inputs: a moved or emptied folder fails here, not silently.
+        let saved = files(&format!("regressions/{target}"));
+        assert!(!saved.is_empty(), "no saved inputs for {target}");
+        for (name, bytes) in saved {
             // `open-` inputs reproduce bugs not fixed yet; ignored tests below pin them.
             if name.starts_with("open-") {
                 continue;
