@@ -145,6 +145,11 @@ fn what_the_device_cannot_check_is_unverifiable_not_refused() {
             "--steps 16 --band 2 --rank 1 --epochs 2 --min-sep 8",
             Unverifiable::Schema,
         ),
+        (
+            "banded-every-momentum",
+            "--steps 16 --band 2 --rank 1 --epochs 2 --every 8 --workload momentum:0.9",
+            Unverifiable::WorkloadNotStored,
+        ),
     ] {
         let bytes = compile(name, extra);
         assert_eq!(check(&bytes), Ok(Verdict::Unverifiable(why)), "{name}");
@@ -175,6 +180,38 @@ fn budget_and_scratch_are_enforced() {
         verify::verify(&m, &mut scratch[..6], needed),
         Ok(Verdict::Unverifiable(Unverifiable::ScratchTooSmall {
             needed: 7
+        }))
+    );
+    assert!(matches!(
+        verify::verify(&m, &mut scratch, needed),
+        Ok(Verdict::Verified { .. })
+    ));
+}
+
+/// Fixed epoch order: `n(n+1)/2 · (h + 2r + k')` operations and `⌈n/b⌉(h + 2r + 1 + k')`
+/// scratch, here `k' = min(4, ⌈26/8⌉) = 4`, `⌈26/8⌉ = 4` columns in the largest residue class.
+#[test]
+fn banded_fixed_epoch_order_budget_and_scratch_are_enforced() {
+    let bytes = compile(
+        "banded-every-budget",
+        "--steps 26 --band 3 --rank 2 --epochs 5 --every 8",
+    );
+    let m = Mechanism::from_bytes(&bytes).unwrap();
+    let needed = verify::operations(&m).unwrap();
+    assert_eq!(needed, 26 * 27 / 2 * (3 + 2 * 2 + 4));
+    assert_eq!(verify::scratch_len(&m), 4 * (3 + 2 * 2 + 1 + 4));
+    let mut scratch = vec![0.0; verify::scratch_len(&m)];
+    assert_eq!(
+        verify::verify(&m, &mut scratch, needed - 1),
+        Ok(Verdict::Unverifiable(Unverifiable::OverBudget {
+            operations: needed
+        }))
+    );
+    let short = scratch.len() - 1;
+    assert_eq!(
+        verify::verify(&m, &mut scratch[..short], needed),
+        Ok(Verdict::Unverifiable(Unverifiable::ScratchTooSmall {
+            needed: short + 1
         }))
     );
     assert!(matches!(
