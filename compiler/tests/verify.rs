@@ -328,7 +328,9 @@ fn banded_fixed_epoch_order_bound_matches_the_dense_reference() {
             let mut encoder = faer::Mat::from_fn(n, n, |i, j| if i >= j { 1.0 } else { 0.0 });
             decoder.solve_lower_triangular_in_place(encoder.as_mut());
             let p = Participation::fixed_epoch_order(k, b).unwrap();
-            let reference = device_verifiable_sensitivity(encoder.as_ref(), &p).unwrap().value;
+            let reference = device_verifiable_sensitivity(encoder.as_ref(), &p)
+                .unwrap()
+                .value;
             let brute = brute_force_sensitivity(encoder.as_ref(), &p).unwrap();
 
             let tables = [
@@ -352,7 +354,10 @@ fn banded_fixed_epoch_order_bound_matches_the_dense_reference() {
                 bound >= reference && bound <= reference * (1.0 + 2e-9),
                 "{case}: bound {bound}, dense absolute-Gram {reference}"
             );
-            assert!(bound >= brute, "{case}: bound {bound} < brute force {brute}");
+            assert!(
+                bound >= brute,
+                "{case}: bound {bound} < brute force {brute}"
+            );
             // Cases where signs matter: a window's signed sum Σ X_ij is below the absolute one.
             let x = encoder.transpose() * &encoder;
             let signed = p
