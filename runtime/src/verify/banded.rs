@@ -47,10 +47,12 @@ pub(super) fn scratch_len(
     steps: usize,
     ks: Option<(usize, usize)>,
 ) -> usize {
-    let per_column = d.band as usize + 2 * d.rank as usize;
+    let per_column = (d.band as usize).saturating_add((d.rank as usize).saturating_mul(2));
     match ks {
         None => per_column,
-        Some((k, b)) => class_len(steps, b).saturating_mul(per_column + 1 + k),
+        Some((k, b)) => {
+            class_len(steps, b).saturating_mul(per_column.saturating_add(1).saturating_add(k))
+        }
     }
 }
 
@@ -203,7 +205,7 @@ fn fixed_epoch_order(
     let y_hat_squared = squared_norm * (1.0 + gamma) * GROW;
     let epsilon = 2.0 * worst_residual * GROW;
     let y = solve_up(sqrt_up(y_hat_squared), epsilon)?;
-    let pairs = (k * k) as f64;
+    let pairs = k as f64 * k as f64;
     let correction = pairs * (gamma * y_hat_squared + 3.0 * epsilon * y * y * GROW) * GROW * GROW;
     if !(correction.is_finite() && correction <= LOOSENESS * windows) {
         return Err(Unverifiable::IllConditioned);

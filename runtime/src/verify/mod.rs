@@ -14,8 +14,8 @@
 //! `fl(a ∘ b) = (a ∘ b)(1 + δ)`, `|δ| ≤ u = 2⁻⁵³`, each bound doubled to `2u` and multiplied by
 //! `1 + 2⁻⁴⁸` for the rounding of the bound's own arithmetic), `ŷ` taken as exact, so the bounds
 //! never compound along the solve; then `y − ŷ` is the encoder applied to `ρ`, which gives
-//! `Y ≤ Ŷ/(1 − a)` with `a` a multiple of `‖ρ‖₁` (the module [`banded`] and the function `blt` below).
-//! When `a` exceeds `10⁻⁶` the blob is [`Unverifiable::IllConditioned`] rather than refused.
+//! `Y ≤ Ŷ/(1 − a)` with `a` a multiple of `‖ρ‖₁` (the module [`banded`] and the function `blt`
+//! below). When `a` exceeds `10⁻⁶` the blob is [`Unverifiable::IllConditioned`] rather than refused.
 //! The compiler records `max(sens, U)` (`mfc_compiler::blob`): the arithmetic is IEEE `+ − × ÷` and a
 //! correctly rounded square root, without fused multiply-adds, so host and device compute the
 //! same `U` bit for bit, and every blob the compiler writes verifies. Blobs written before this
@@ -38,8 +38,8 @@
 //!
 //! with `k' = min(k, ⌈n/b⌉)`. Everything else is [`Unverifiable`]: the FFT forms, the banded form
 //! under min separation (the compiler's branch and bound needs the whole Gram matrix) or for a
-//! custom workload (the blob does not store `A`), a BandMF encoder with more bands than the separation,
-//! a residual too large to certify, and any case whose operations exceed the caller's budget or
+//! custom workload (the blob does not store `A`), a BandMF encoder with more bands than the
+//! separation, a residual too large to certify, and any case whose operations exceed the caller's budget or
 //! whose scratch is short. Refusing or accepting such a blob is the caller's policy
 //! ([`Verdict::Unverifiable`], [`crate::policy`]); verification never refuses a blob it could
 //! not check.
