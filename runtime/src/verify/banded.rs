@@ -201,8 +201,8 @@ fn fixed_epoch_order(
             windows = windows.max(window.value());
         }
     }
-    // Ŷ² ≥ max_j ‖ŷ_j‖² (its dot product's rounding), Y ≤ Ŷ/(1 − ε).
-    let y_hat_squared = squared_norm * (1.0 + gamma) * GROW;
+    // Ŷ² ≥ max_j ‖ŷ_j‖² (computed ‖ŷ‖² ≥ (1 − γ)‖ŷ‖²; γ < 10⁻⁶ for n < 2³²), Y ≤ Ŷ/(1 − ε).
+    let y_hat_squared = squared_norm / (1.0 - gamma) * GROW;
     let epsilon = 2.0 * worst_residual * GROW;
     let y = solve_up(sqrt_up(y_hat_squared), epsilon)?;
     let pairs = k as f64 * k as f64;
