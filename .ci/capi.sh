@@ -44,6 +44,8 @@ done
 cc -O2 -Wall -Wextra -Werror -I runtime/capi/include runtime/capi/examples/verify.c \
     target/release/libmfc.a -lpthread -ldl -lm -o target/verify-c
 for spec in "banded:--steps 48 --band 4 --rank 3" \
+    "banded-every:--steps 48 --band 4 --rank 3 --epochs 3 --every 16" \
+    "banded-every-replace:--steps 40 --band 2 --rank 2 --epochs 4 --every 12 --neighbouring replace-one" \
     "blt:--form blt --steps 64 --buffers 3" \
     "blt-every:--form blt --steps 64 --buffers 3 --epochs 4 --every 16" \
     "bandmf-toeplitz:--form bandmf --toeplitz --steps 64 --bands 4 --epochs 4 --min-sep 16" \

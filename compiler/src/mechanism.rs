@@ -14,7 +14,7 @@ use crate::banded::{BandedOptions, optimize_min_separation};
 use crate::compress::{BandedLowRank, CompressOptions, compress};
 use crate::multi_epoch::{MultiEpochOptions, optimize_multi_epoch};
 use crate::optimize::{OptimizeOptions, Optimum, Progress, optimize_single_participation};
-use crate::participation::{Participation, sensitivity};
+use crate::participation::{Participation, device_verifiable_sensitivity, sensitivity};
 use crate::refine;
 use crate::sensitivity::{encoder_for_decoder, loss, per_step_variance};
 use crate::stamp::{evaluate_gram, stamp};
@@ -75,6 +75,12 @@ impl Default for CompileOptions {
     }
 }
 
+/// Whether `a` is the prefix-sum workload `S` (ones on and below the diagonal).
+fn is_prefix_sum(a: MatRef<'_, f64>) -> bool {
+    a.nrows() == a.ncols()
+        && (0..a.ncols()).all(|j| (0..a.nrows()).all(|i| a[(i, j)] == f64::from(u8::from(i >= j))))
+}
+
 /// The sensitivity under `participation` and the loss of a decoder as stored.
 fn shipped(
     a: MatRef<'_, f64>,
@@ -83,7 +89,13 @@ fn shipped(
 ) -> Result<(f64, SensitivityMethod, f64, Vec<f64>)> {
     let dense = decoder.to_dense();
     let encoder = encoder_for_decoder(a, dense.as_ref())?;
-    let s = sensitivity(encoder.as_ref(), participation)?;
+    // A device verifies a prefix-sum blob by recomputing the absolute-Gram value
+    // (`mfc_runtime::verify`): record that one, never a smaller spectral bound it would refuse.
+    let s = if is_prefix_sum(a) {
+        device_verifiable_sensitivity(encoder.as_ref(), participation)?
+    } else {
+        sensitivity(encoder.as_ref(), participation)?
+    };
     if !(s.value.is_finite() && s.value > 0.0) {
         return Err(Error::Numerical(format!(
             "the shipped encoder has sensitivity {}",

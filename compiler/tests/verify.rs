@@ -50,6 +50,14 @@ const VERIFIED: &[(&str, &str)] = &[
         "banded-replace",
         "--steps 24 --band 3 --rank 2 --neighbouring replace-one",
     ),
+    (
+        "banded-every",
+        "--steps 24 --band 3 --rank 2 --epochs 3 --every 8",
+    ),
+    (
+        "banded-every-partial",
+        "--steps 26 --band 2 --rank 3 --epochs 2 --every 6 --neighbouring replace-one",
+    ),
     ("blt", "--form blt --steps 32 --buffers 3"),
     (
         "blt-horizon",
@@ -137,6 +145,11 @@ fn what_the_device_cannot_check_is_unverifiable_not_refused() {
             "--steps 16 --band 2 --rank 1 --epochs 2 --min-sep 8",
             Unverifiable::Schema,
         ),
+        (
+            "banded-every-momentum",
+            "--steps 16 --band 2 --rank 1 --epochs 2 --every 8 --workload momentum:0.9",
+            Unverifiable::WorkloadNotStored,
+        ),
     ] {
         let bytes = compile(name, extra);
         assert_eq!(check(&bytes), Ok(Verdict::Unverifiable(why)), "{name}");
@@ -167,6 +180,38 @@ fn budget_and_scratch_are_enforced() {
         verify::verify(&m, &mut scratch[..6], needed),
         Ok(Verdict::Unverifiable(Unverifiable::ScratchTooSmall {
             needed: 7
+        }))
+    );
+    assert!(matches!(
+        verify::verify(&m, &mut scratch, needed),
+        Ok(Verdict::Verified { .. })
+    ));
+}
+
+/// Fixed epoch order: `n(n+1)/2 · (h + 2r + k')` operations and `⌈n/b⌉(h + 2r + 1 + k')`
+/// scratch, here `k' = min(4, ⌈26/8⌉) = 4`, `⌈26/8⌉ = 4` columns in the largest residue class.
+#[test]
+fn banded_fixed_epoch_order_budget_and_scratch_are_enforced() {
+    let bytes = compile(
+        "banded-every-budget",
+        "--steps 26 --band 3 --rank 2 --epochs 5 --every 8",
+    );
+    let m = Mechanism::from_bytes(&bytes).unwrap();
+    let needed = verify::operations(&m).unwrap();
+    assert_eq!(needed, 26 * 27 / 2 * (3 + 2 * 2 + 4));
+    assert_eq!(verify::scratch_len(&m), 4 * (3 + 2 * 2 + 1 + 4));
+    let mut scratch = vec![0.0; verify::scratch_len(&m)];
+    assert_eq!(
+        verify::verify(&m, &mut scratch, needed - 1),
+        Ok(Verdict::Unverifiable(Unverifiable::OverBudget {
+            operations: needed
+        }))
+    );
+    let short = scratch.len() - 1;
+    assert_eq!(
+        verify::verify(&m, &mut scratch[..short], needed),
+        Ok(Verdict::Unverifiable(Unverifiable::ScratchTooSmall {
+            needed: short + 1
         }))
     );
     assert!(matches!(
@@ -219,4 +264,123 @@ fn inspect_prints_the_verdict_and_simulate_refuses_a_lowered_blob() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("below the bound"));
     assert!(!out.exists());
+}
+
+/// A small deterministic generator (xorshift64*): uniform in `[lo, hi)`, rounded to `f32`.
+struct Rng(u64);
+
+impl Rng {
+    fn uniform(&mut self, lo: f32, hi: f32) -> f32 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        let unit = (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64;
+        lo + (hi - lo) * unit as f32
+    }
+}
+
+/// The banded form under fixed epoch order against an independent dense reference, for random
+/// `(h, r)` decoders (not compiler output, so `X = ĈᵀĈ` has negative entries in the worst
+/// window in 8 of the 28): `B̂` built densely
+/// from the stored `f32` tables, `Ĉ = B̂⁻¹S` by faer's triangular solve, then the compiler's
+/// absolute-Gram value (`device_verifiable_sensitivity`) and the brute force over every pattern
+/// and sign vector. The device's bound is the absolute-Gram value up to rounding (2e-9 here) and
+/// never below the brute force; the blob recording it verifies, 1% less is refused.
+#[test]
+fn banded_fixed_epoch_order_bound_matches_the_dense_reference() {
+    use mfc_compiler::participation::{
+        Participation, brute_force_sensitivity, device_verifiable_sensitivity,
+    };
+    use mfc_runtime::formats::{Decoder, F32Table, encode_f32s};
+
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let (mut checked, mut mixed) = (0, 0);
+    for (n, h, r, k, b) in [
+        (7, 1, 0, 2, 3),
+        (7, 2, 1, 3, 2),
+        (12, 2, 1, 3, 4),
+        (12, 3, 2, 4, 3),
+        (16, 1, 2, 2, 5),
+        (16, 4, 3, 5, 3),
+        (16, 3, 1, 16, 1),
+    ] {
+        let template = compile(
+            &format!("banded-random-{n}-{h}-{r}-{k}-{b}"),
+            &format!("--steps {n} --band {h} --rank {r} --epochs {k} --every {b}"),
+        );
+        for _ in 0..4 {
+            let diagonals: Vec<f32> = (0..n * h)
+                .map(|e| match (e / h, e % h) {
+                    (_, 0) => rng.uniform(0.5, 1.5).copysign(rng.uniform(-1.0, 1.0)),
+                    (i, l) if l > i => 0.0,
+                    _ => rng.uniform(-1.0, 1.0),
+                })
+                .collect();
+            let left: Vec<f32> = (0..n * r).map(|_| rng.uniform(-0.6, 0.6)).collect();
+            let right: Vec<f32> = (0..n * r).map(|_| rng.uniform(-0.6, 0.6)).collect();
+            let decoder = faer::Mat::from_fn(n, n, |i, q| match i.checked_sub(q) {
+                Some(l) if l < h => f64::from(diagonals[i * h + l]),
+                Some(_) => (0..r)
+                    .map(|c| f64::from(left[i * r + c]) * f64::from(right[q * r + c]))
+                    .sum(),
+                None => 0.0,
+            });
+            let mut encoder = faer::Mat::from_fn(n, n, |i, j| if i >= j { 1.0 } else { 0.0 });
+            decoder.solve_lower_triangular_in_place(encoder.as_mut());
+            let p = Participation::fixed_epoch_order(k, b).unwrap();
+            let reference = device_verifiable_sensitivity(encoder.as_ref(), &p)
+                .unwrap()
+                .value;
+            let brute = brute_force_sensitivity(encoder.as_ref(), &p).unwrap();
+
+            let tables = [
+                encode_f32s(diagonals),
+                encode_f32s(left),
+                encode_f32s(right),
+            ];
+            let mut m = Mechanism::from_bytes(&template).unwrap().into_inner();
+            let Decoder::BandedLowRank(d) = &mut m.decoder else {
+                panic!("not banded");
+            };
+            d.diagonals = F32Table::new(&tables[0]).unwrap();
+            d.left = F32Table::new(&tables[1]).unwrap();
+            d.right = F32Table::new(&tables[2]).unwrap();
+            let bytes = m.to_vec().unwrap();
+            let stored = Mechanism::from_bytes(&bytes).unwrap();
+            let mut scratch = vec![0.0; verify::scratch_len(&stored)];
+            let bound = verify::sensitivity_bound(&stored, &mut scratch, u64::MAX).unwrap();
+            let case = format!("n = {n}, (h, r) = ({h}, {r}), (k, b) = ({k}, {b})");
+            assert!(
+                bound >= reference && bound <= reference * (1.0 + 2e-9),
+                "{case}: bound {bound}, dense absolute-Gram {reference}"
+            );
+            assert!(
+                bound >= brute,
+                "{case}: bound {bound} < brute force {brute}"
+            );
+            // Cases where signs matter: a window's signed sum Σ X_ij is below the absolute one.
+            let x = encoder.transpose() * &encoder;
+            let signed = p
+                .maximal_patterns(n, usize::MAX)
+                .unwrap()
+                .iter()
+                .map(|w| w.iter().flat_map(|&i| w.iter().map(move |&j| (i, j))))
+                .map(|pairs| pairs.map(|(i, j)| x[(i, j)]).sum::<f64>())
+                .fold(0.0, f64::max);
+            mixed += usize::from(signed.sqrt() < reference * (1.0 - 1e-6));
+            for (factor, refused) in [(1.0, false), (0.99, true)] {
+                let mut m = stored.into_inner();
+                m.header.sensitivity.value = bound * factor;
+                let outcome = check(&m.to_vec().unwrap());
+                assert_eq!(
+                    matches!(outcome, Err(Error::SensitivityUnderstated { .. })),
+                    refused,
+                    "{case}: {outcome:?}"
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 28);
+    assert!(mixed >= 6, "only {mixed} cases with negative Gram entries");
 }

@@ -252,6 +252,25 @@ pub struct Sensitivity {
 /// docs applies, otherwise an upper bound; the method says which. A NaN in `c` is an error,
 /// never a small value.
 pub fn sensitivity(c: MatRef<'_, f64>, participation: &Participation) -> Result<Sensitivity> {
+    sensitivity_with(c, participation, true)
+}
+
+/// As [`sensitivity`], but under fixed epoch order never the spectral bound: where it is
+/// smaller, the absolute-Gram value `max_π Σ_{i,j∈π} |X_ij|` (exact when `X[π,π] ≥ 0`) instead,
+/// the quantity a device recomputes from the stored coefficients of a banded prefix-sum blob
+/// (`mfc_runtime::verify`), which has no eigenvalues. Equal to [`sensitivity`] otherwise.
+pub fn device_verifiable_sensitivity(
+    c: MatRef<'_, f64>,
+    participation: &Participation,
+) -> Result<Sensitivity> {
+    sensitivity_with(c, participation, false)
+}
+
+fn sensitivity_with(
+    c: MatRef<'_, f64>,
+    participation: &Participation,
+    spectral: bool,
+) -> Result<Sensitivity> {
     let n = c.ncols();
     if (0..n).any(|j| (0..c.nrows()).any(|i| !c[(i, j)].is_finite())) {
         return Err(Error::Numerical("the encoder is not finite".into()));
@@ -270,7 +289,7 @@ pub fn sensitivity(c: MatRef<'_, f64>, participation: &Participation) -> Result<
                 .maximal_patterns(n, usize::MAX)
                 .unwrap_or_default();
             let k = patterns.iter().map(Vec::len).max().unwrap_or(1);
-            fixed_epoch_sensitivity(x.as_ref(), &patterns, k)
+            fixed_epoch_sensitivity(x.as_ref(), &patterns, k, spectral)
         }
         Participation::MinSeparation {
             max_participations,
@@ -288,11 +307,13 @@ pub fn sensitivity(c: MatRef<'_, f64>, participation: &Participation) -> Result<
 }
 
 /// Fixed epoch order from `X = CᵀC`: exact when every pattern block is non-negative, else the
-/// smaller of the absolute-Gram and spectral bounds (module docs).
+/// smaller of the absolute-Gram and spectral bounds (module docs), or the absolute-Gram bound
+/// alone when `spectral` is false.
 fn fixed_epoch_sensitivity(
     x: MatRef<'_, f64>,
     patterns: &[Vec<usize>],
     k: usize,
+    spectral: bool,
 ) -> Result<Sensitivity> {
     let mut nonnegative = true;
     let mut absolute: f64 = 0.0;
@@ -312,7 +333,11 @@ fn fixed_epoch_sensitivity(
             method: SensitivityMethod::NonnegativeGram,
         });
     }
-    let spectral = spectral_bound(x, patterns, k)?;
+    let spectral = if spectral {
+        spectral_bound(x, patterns, k)?
+    } else {
+        f64::INFINITY
+    };
     Ok(if spectral < absolute.sqrt() {
         Sensitivity {
             value: spectral,
@@ -609,6 +634,45 @@ mod tests {
             (s.value - closed.value).abs() <= 1e-12 * closed.value,
             "{s:?} vs {closed:?}"
         );
+    }
+
+    /// Three columns at unit norm with pairwise `X_01 = X_02 = a`, `X_12 = −a` (no sign vector
+    /// makes every cross term positive): `λ_max(X) = 1 + a`, so the spectral bound `√(3(1 + a))`
+    /// is below the absolute-Gram value `√(3 + 6a)`. The device-verifiable sensitivity records
+    /// the latter (still an upper bound on the brute-force value), the general one the former.
+    #[test]
+    fn device_verifiable_sensitivity_never_records_the_spectral_bound() {
+        let a = 0.1;
+        let x = Mat::from_fn(3, 3, |i, j| match (i, j) {
+            _ if i == j => 1.0,
+            (1, 2) | (2, 1) => -a,
+            _ => a,
+        });
+        let c = x.llt(Side::Lower).unwrap().L().transpose().to_owned();
+        let p = Participation::fixed_epoch_order(3, 1).unwrap();
+        let general = sensitivity(c.as_ref(), &p).unwrap();
+        assert_eq!(general.method, SensitivityMethod::SpectralBound);
+        assert!(
+            (general.value - (3.0 * (1.0 + a)).sqrt()).abs() < 1e-12,
+            "{general:?}"
+        );
+        let device = device_verifiable_sensitivity(c.as_ref(), &p).unwrap();
+        assert_eq!(device.method, SensitivityMethod::AbsoluteGramBound);
+        assert!(
+            (device.value - (3.0 + 6.0 * a).sqrt()).abs() < 1e-12,
+            "{device:?}"
+        );
+        let brute = brute_force_sensitivity(c.as_ref(), &p).unwrap();
+        assert!(brute <= general.value * (1.0 + 1e-12) && general.value < device.value);
+        for single in [
+            Participation::Single,
+            Participation::min_separation(2, 1).unwrap(),
+        ] {
+            assert_eq!(
+                sensitivity(c.as_ref(), &single).unwrap(),
+                device_verifiable_sensitivity(c.as_ref(), &single).unwrap()
+            );
+        }
     }
 
     /// A case where the Gram matrix has a negative entry inside a pattern: the exact formula

@@ -14,8 +14,8 @@
 //! `fl(a ∘ b) = (a ∘ b)(1 + δ)`, `|δ| ≤ u = 2⁻⁵³`, each bound doubled to `2u` and multiplied by
 //! `1 + 2⁻⁴⁸` for the rounding of the bound's own arithmetic), `ŷ` taken as exact, so the bounds
 //! never compound along the solve; then `y − ŷ` is the encoder applied to `ρ`, which gives
-//! `Y ≤ Ŷ/(1 − a)` with `a` a multiple of `‖ρ‖₁` (the functions `banded` and `blt` below).
-//! When `a` exceeds `10⁻⁶` the blob is [`Unverifiable::IllConditioned`] rather than refused.
+//! `Y ≤ Ŷ/(1 − a)` with `a` a multiple of `‖ρ‖₁` (the module [`banded`] and the function `blt`
+//! below). When `a` exceeds `10⁻⁶` the blob is [`Unverifiable::IllConditioned`] rather than refused.
 //! The compiler records `max(sens, U)` (`mfc_compiler::blob`): the arithmetic is IEEE `+ − × ÷` and a
 //! correctly rounded square root, without fused multiply-adds, so host and device compute the
 //! same `U` bit for bit, and every blob the compiler writes verifies. Blobs written before this
@@ -33,12 +33,13 @@
 //! | BLT | single | `Σ_{t<n} c_t²`, `c` by the inverse filter, checked by its residual | `n·m` | `2m` |
 //! | BLT | fixed epoch order | `Σ_t (Σ_{p<k'} \|c_{t−pb}\|)²`, `k'` filters `b` steps apart | `n·m·k'` | `2m + m(k' − 1)` |
 //! | BLT | min separation | the same for the non-increasing majorant of `\|c\|`, stored | `n·(m + k')` | `2m + n` |
-//! | banded + low rank, prefix sum | single | `max_j ‖B̂⁻¹ S e_j‖²`, forward substitution per column, checked by its residual | `n²(h + 2r)/2` | `h + 2r` |
+//! | banded + low rank, prefix sum | single | `max_j ‖B̂⁻¹ S e_j‖²`, forward substitution per column, checked by its residual ([`banded`]) | `n(n + 1)/2 · (h + 2r)` | `h + 2r` |
+//! | banded + low rank, prefix sum | fixed epoch order | `max_π Σ_{i,j∈π} \|X_ij\|`, `X = ĈᵀĈ`, over the windows of `k'` columns `b` apart ([`banded`]) | `n(n + 1)/2 · (h + 2r + k')` | `⌈n/b⌉(h + 2r + 1 + k')` |
 //!
 //! with `k' = min(k, ⌈n/b⌉)`. Everything else is [`Unverifiable`]: the FFT forms, the banded form
-//! under several participations (its exact methods need the whole Gram matrix) or for a custom
-//! workload (the blob does not store `A`), a BandMF encoder with more bands than the separation,
-//! a residual too large to certify, and any case whose operations exceed the caller's budget or
+//! under min separation (the compiler's branch and bound needs the whole Gram matrix) or for a
+//! custom workload (the blob does not store `A`), a BandMF encoder with more bands than the
+//! separation, a residual too large to certify, and any case whose operations exceed the caller's budget or
 //! whose scratch is short. Refusing or accepting such a blob is the caller's policy
 //! ([`Verdict::Unverifiable`], [`crate::policy`]); verification never refuses a blob it could
 //! not check.
@@ -50,6 +51,8 @@ use mfc_formats::{
 
 use crate::Error;
 
+mod banded;
+
 /// Why a blob's sensitivity could not be checked within what the caller allowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -58,7 +61,7 @@ pub enum Unverifiable {
     /// The decoder form has no verification here (the FFT forms).
     Form,
     /// The participation schema has no exact verification for this form (the banded form under
-    /// several participations; a BandMF encoder with more bands than the separation).
+    /// min separation; a BandMF encoder with more bands than the separation).
     Schema,
     /// The workload is custom and the blob does not store it (the banded form's sensitivity is
     /// that of `B̂⁻¹A`).
@@ -206,7 +209,13 @@ fn schema(
 pub fn scratch_len(m: &Validated<'_>) -> usize {
     let steps = m.header.steps as usize;
     match m.decoder {
-        Decoder::BandedLowRank(d) => d.band as usize + 2 * d.rank as usize,
+        Decoder::BandedLowRank(d) => match (
+            m.header.participation,
+            schema(m.header.participation, steps),
+        ) {
+            (Participation::MinSeparation { .. }, _) | (_, Err(_)) => 0,
+            (_, Ok(ks)) => banded::scratch_len(&d, steps, ks),
+        },
         Decoder::Blt(d) => match (
             m.header.participation,
             schema(m.header.participation, steps),
@@ -238,13 +247,10 @@ pub fn operations(m: &Validated<'_>) -> Option<u64> {
     let n = u64::from(m.header.steps);
     let ks = schema(m.header.participation, n as usize).ok()?;
     match m.decoder {
-        Decoder::BandedLowRank(d) => {
-            if ks.is_some() {
-                return None;
-            }
-            let per_row = u64::from(d.band) + 2 * u64::from(d.rank);
-            Some((n * (n + 1) / 2).saturating_mul(per_row))
-        }
+        Decoder::BandedLowRank(d) => match m.header.participation {
+            Participation::MinSeparation { .. } => None,
+            _ => Some(banded::operations(&d, n as usize, ks)),
+        },
         Decoder::Blt(d) => {
             let buffers = d.buffers() as u64;
             Some(match (ks, m.header.participation) {
@@ -308,7 +314,7 @@ pub fn sensitivity_bound(
             if !matches!(m.header.workload, Workload::PrefixSum) {
                 return Err(Unverifiable::WorkloadNotStored);
             }
-            banded(d, steps, scratch)?
+            banded::bound(d, steps, ks, scratch)?
         }
         _ => return Err(Unverifiable::Form),
     };
@@ -566,58 +572,4 @@ fn blt(
         return Err(Unverifiable::IllConditioned);
     }
     Ok((sqrt_up(pattern.value()) + error) * GROW)
-}
-
-/// Single participation, prefix sum: `Y = max_j ‖y_j‖` with `B̂ y_j = S e_j`, checked a
-/// posteriori. Forward substitution with the bands and the low-rank factors (Denisov et al.
-/// 2022, App. H) gives `ŷ_j` in plain `f64` (`ŷ_i = 0` for `i < j`, and for `i ≥ j`
-/// `ŷ_i = (1 − Σ_{0<l<h} D[i, l] ŷ_{i−l} − L_i · β_i) / D[i, 0]`, `β_i = Σ_{j ≤ q ≤ i−h} R_q ŷ_q`),
-/// and the residual `ρ_j = S e_j − B̂ ŷ_j` with bounded arithmetic, `ŷ` taken as exact (one dot
-/// product per row: no compounding). Then `y_j − ŷ_j = B̂⁻¹ρ_j = Ĉ S⁻¹ ρ_j`, and
-/// `‖S⁻¹v‖₁ ≤ 2‖v‖₁` (first differences), so `‖y_j‖ ≤ ‖ŷ_j‖ + 2·Y·‖ρ_j‖₁` and
-/// `Y ≤ max_j ‖ŷ_j‖ / (1 − 2 max_j ‖ρ_j‖₁)`.
-fn banded(
-    d: mfc_formats::BandedLowRank<'_>,
-    steps: usize,
-    scratch: &mut [f64],
-) -> Result<f64, Unverifiable> {
-    let (h, r) = (d.band as usize, d.rank as usize);
-    let (ring, beta) = scratch.split_at_mut(h);
-    let beta = &mut beta[..2 * r];
-    let entry = |t: F32Table<'_>, i: usize| Bounded::exact(f64::from(t.get(i).unwrap_or(0.0)));
-    let (mut best, mut worst_residual) = (0.0f64, 0.0f64);
-    for j in 0..steps {
-        ring.fill(0.0);
-        beta.fill(0.0);
-        let mut norm = UpperSum::default();
-        let mut residual = UpperSum::default();
-        for i in j..steps {
-            if i >= j + h {
-                // ŷ_{i−h} leaves the band: β += R_{i−h} ŷ_{i−h}.
-                let q = i - h;
-                let y = Bounded::exact(ring[q % h]);
-                for c in 0..r {
-                    let updated = Bounded::read(beta, c).add(entry(d.right, q * r + c).mul(y));
-                    updated.write(beta, c);
-                }
-            }
-            let mut partial = Bounded::exact(0.0);
-            for l in 1..h.min(i - j + 1) {
-                let y = Bounded::exact(ring[(i - l) % h]);
-                partial = partial.add(entry(d.diagonals, i * h + l).mul(y));
-            }
-            for c in 0..r {
-                partial = partial.add(entry(d.left, i * r + c).mul(Bounded::read(beta, c)));
-            }
-            let pivot = entry(d.diagonals, i * h);
-            let y = (1.0 - partial.v) / pivot.v;
-            let row = partial.add(pivot.mul(Bounded::exact(y)));
-            residual.add(Bounded::exact(1.0).sub(row).abs_upper());
-            norm.add(y * y);
-            ring[i % h] = y;
-        }
-        best = best.max(norm.value());
-        worst_residual = worst_residual.max(residual.value());
-    }
-    solve_up(sqrt_up(best), 2.0 * worst_residual * GROW)
 }

@@ -12,6 +12,8 @@
 //! ```text
 //! mfc compile --workload prefix --steps 64 --band 4 --rank 4 --epsilon 2 --delta 1e-6 \
 //!     --clip-norm 1 --out examples/firmware/verify-banded.mfc              # CRC-32 0xc8f51157
+//! mfc compile --workload prefix --steps 64 --band 4 --rank 4 --epochs 4 --every 16 \
+//!     --epsilon 2 --delta 1e-6 --out examples/firmware/verify-banded-every.mfc       # 0xe8df9be8
 //! mfc compile --workload prefix --form blt --buffers 4 --steps 64 --horizon 4096 --epochs 4 \
 //!     --min-sep 16 --epsilon 2 --delta 1e-6 --out examples/firmware/verify-blt.mfc   # 0x57c4d973
 //! mfc compile --workload prefix --form bandmf --bands 8 --steps 64 --epochs 4 --min-sep 16 \
@@ -40,8 +42,12 @@ mod log {
 }
 
 /// The blobs, with their names.
-static BLOBS: [(&str, &[u8]); 3] = [
+static BLOBS: [(&str, &[u8]); 4] = [
     ("banded (h, r) = (4, 4), n = 64, single", include_bytes!("../../verify-banded.mfc")),
+    (
+        "banded (h, r) = (4, 4), n = 64, fixed epoch order (4, 16)",
+        include_bytes!("../../verify-banded-every.mfc"),
+    ),
     ("blt m = 4, n = 4096, min-sep (4, 16)", include_bytes!("../../verify-blt.mfc")),
     ("bandmf general b = 8, n = 64, min-sep (4, 16)", include_bytes!("../../verify-bandmf.mfc")),
 ];
