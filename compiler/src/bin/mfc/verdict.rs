@@ -34,9 +34,6 @@ fn reason(why: Unverifiable) -> String {
         Unverifiable::IllConditioned => {
             "the rounding bounds of the device's arithmetic grow too large to certify it".into()
         }
-        Unverifiable::UnboundedHorizon => {
-            "a BLT bound for every horizon: the device recomputes sensitivities over a finite horizon only".into()
-        }
         _ => "not verifiable by this runtime".into(),
     }
 }
