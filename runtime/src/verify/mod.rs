@@ -33,6 +33,7 @@
 //! | BLT | single | `Σ_{t<n} c_t²`, `c` by the inverse filter, checked by its residual | `n·m` | `2m` |
 //! | BLT | fixed epoch order | `Σ_t (Σ_{p<k'} \|c_{t−pb}\|)²`, `k'` filters `b` steps apart | `n·m·k'` | `2m + m(k' − 1)` |
 //! | BLT | min separation | the same for the non-increasing majorant of `\|c\|`, stored | `n·(m + k')` | `2m + n` |
+//! | BLT, every horizon (`BltTailBound`) | single | `Σ_{t<T} c_t²` as above plus a tail through `‖A^k‖_∞ ≤ ½` ([`blt_tail`]) | `k·(m² + 2m) + T·m`, counted as it runs | `m² + 3m` |
 //! | banded + low rank, prefix sum | single | `max_j ‖B̂⁻¹ S e_j‖²`, forward substitution per column, checked by its residual | `n²(h + 2r)/2` | `h + 2r` |
 //!
 //! with `k' = min(k, ⌈n/b⌉)`. Everything else is [`Unverifiable`]: the FFT forms, the banded form

@@ -16,7 +16,12 @@
 //!     --min-sep 16 --epsilon 2 --delta 1e-6 --out examples/firmware/verify-blt.mfc   # 0x57c4d973
 //! mfc compile --workload prefix --form bandmf --bands 8 --steps 64 --epochs 4 --min-sep 16 \
 //!     --epsilon 2 --delta 1e-6 --out examples/firmware/verify-bandmf.mfc            # 0x5325f48d
+//! mfc compile --workload prefix --form blt --buffers 4 --steps 48 --horizon unbounded \
+//!     --epsilon 2 --delta 1e-6 --out examples/firmware/verify-blt-unbounded.mfc     # 0x14d927ca
 //! ```
+//!
+//! The last is the README's BLT with a bound for every horizon (`verify::blt_tail`), whose
+//! operations are counted as it runs.
 //!
 //! Exit codes (semihosting): 0 every blob verified and every lowered one refused, 1 otherwise,
 //! 3 a hard fault, 101 a panic.
@@ -40,10 +45,11 @@ mod log {
 }
 
 /// The blobs, with their names.
-static BLOBS: [(&str, &[u8]); 3] = [
+static BLOBS: [(&str, &[u8]); 4] = [
     ("banded (h, r) = (4, 4), n = 64, single", include_bytes!("../../verify-banded.mfc")),
     ("blt m = 4, n = 4096, min-sep (4, 16)", include_bytes!("../../verify-blt.mfc")),
     ("bandmf general b = 8, n = 64, min-sep (4, 16)", include_bytes!("../../verify-bandmf.mfc")),
+    ("blt m = 4, n = 48, unbounded horizon", include_bytes!("../../verify-blt-unbounded.mfc")),
 ];
 
 /// Scratch for the verification: the most any of the blobs needs.
@@ -71,7 +77,16 @@ fn main() -> ! {
         let verdict = verify::verify(&m, &mut scratch, u64::MAX);
         let ticks = timer.since(start).saturating_sub(timer.overhead());
         let stack_bytes = stack.used();
-        let operations = verify::operations(&m).unwrap_or(0);
+        let operations = verify::operations(&m)
+            .or_else(|| match m.decoder {
+                mfc_runtime::formats::Decoder::Blt(d) => {
+                    verify::blt_tail::certify(d.theta, d.omega, &mut scratch, u64::MAX)
+                        .ok()
+                        .map(|c| c.operations)
+                }
+                _ => None,
+            })
+            .unwrap_or(0);
         match verdict {
             Ok(Verdict::Verified { recorded, bound }) => semihosting::println!(
                 "{name}: verified, recorded {recorded} >= bound {bound} ({:#018x}); {operations} operations, {} instructions, {stack_bytes} bytes of stack, {} floats of scratch",
