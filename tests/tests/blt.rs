@@ -13,19 +13,23 @@ use mfc_runtime::{BltStream, ChaChaNoise, Error};
 
 const SEED: [u8; 32] = *b"blt end-to-end test seed, 32 b!!";
 
-fn blob(n: usize, buffers: usize, horizon: usize) -> Vec<u8> {
-    let single = Participation::Single;
-    let blt = optimize_blt(n, buffers, &single).unwrap();
-    let compiled = compile_blt(&blt, n, horizon, &single).unwrap();
-    let options = BlobOptions {
+/// Clip norm 2, noise multiplier 0.8.
+fn options() -> BlobOptions {
+    BlobOptions {
         clip_norm: 2.0,
         calibration: Some(Calibration {
             noise_multiplier: 0.8,
             target: None,
         }),
         ..BlobOptions::default()
-    };
-    encode_blt(&compiled, &options).unwrap()
+    }
+}
+
+fn blob(n: usize, buffers: usize, horizon: usize) -> Vec<u8> {
+    let single = Participation::Single;
+    let blt = optimize_blt(n, buffers, &single).unwrap();
+    let compiled = compile_blt(&blt, n, horizon, &single).unwrap();
+    encode_blt(&compiled, &options()).unwrap()
 }
 
 /// `r_0 = 1`, `r_k = Σ_j ω_j θ_j^{k−1}` from the blob's tables, in f64 by direct powers.
@@ -257,14 +261,7 @@ fn an_unbounded_horizon_bound_covers_a_million_steps_within_a_thousandth() {
             SensitivityMethod::BltTailBound
         );
         // The blob: no horizon for the runtime, steps past the design steps, a restore there.
-        let options = BlobOptions {
-            clip_norm: 2.0,
-            calibration: Some(Calibration {
-                noise_multiplier: 0.8,
-                target: None,
-            }),
-            ..BlobOptions::default()
-        };
+        let options = options();
         let bytes = encode_blt(&unbounded, &options).unwrap();
         let (mechanism, fp) = BlobFingerprint::load(&bytes).unwrap();
         assert_eq!(mechanism.header.steps as usize, n);
@@ -376,14 +373,7 @@ fn the_device_verifies_unbounded_horizon_blobs() {
     use mfc_runtime::policy::{Floor, Policy, admit};
     use mfc_runtime::verify::{Unverifiable, Verdict, verify};
     let single = Participation::Single;
-    let options = BlobOptions {
-        clip_norm: 2.0,
-        calibration: Some(Calibration {
-            noise_multiplier: 0.8,
-            target: None,
-        }),
-        ..BlobOptions::default()
-    };
+    let options = options();
     let policy = Policy {
         floor: Floor::NoiseMultiplier { min: 0.5 },
         max_operations: 10_000_000,

@@ -28,9 +28,6 @@
 #![no_std]
 #![no_main]
 
-use core::sync::atomic::{AtomicU32, Ordering};
-
-use cortex_m::peripheral::{SYST, syst::SystClkSource};
 use cortex_m as _;
 use cortex_m_rt::{ExceptionFrame, entry, exception};
 use mfc_runtime::verify::{self, Verdict};
@@ -39,25 +36,6 @@ use mfc_runtime::{Error, Mechanism};
 #[allow(dead_code)]
 #[path = "../systick.rs"]
 mod systick;
-
-/// SysTick wraps (every 2^24 ticks, about 10⁷ instructions: a verification may take longer).
-static WRAPS: AtomicU32 = AtomicU32::new(0);
-
-#[exception]
-fn SysTick() {
-    WRAPS.fetch_add(1, Ordering::Relaxed);
-}
-
-/// Ticks since SysTick started (the 24-bit counter plus its counted wraps).
-fn ticks() -> u64 {
-    loop {
-        let wraps = WRAPS.load(Ordering::Relaxed);
-        let now = SYST::get_current();
-        if WRAPS.load(Ordering::Relaxed) == wraps {
-            return u64::from(wraps) * (1 << 24) + u64::from(0x00ff_ffff - now);
-        }
-    }
-}
 
 /// What `systick` needs of the firmware's logging shim.
 mod log {
@@ -83,18 +61,10 @@ const COPY: usize = 4096;
 
 #[entry]
 fn main() -> ! {
-    let Some(peripherals) = cortex_m::Peripherals::take() else {
-        semihosting::process::exit(4)
-    };
-    let mut syst = peripherals.SYST;
-    syst.set_clock_source(SystClkSource::Core);
-    syst.set_reload(0x00ff_ffff);
-    syst.clear_current();
-    syst.enable_interrupt();
-    syst.enable_counter();
+    let timer = systick::Timer::start_counting_wraps();
     let overhead = {
-        let start = ticks();
-        ticks() - start
+        let start = timer.ticks();
+        timer.ticks() - start
     };
     let mut ok = true;
     let mut scratch = [0.0f64; SCRATCH];
@@ -108,9 +78,9 @@ fn main() -> ! {
             }
         };
         let stack = systick::StackProbe::paint();
-        let start = ticks();
+        let start = timer.ticks();
         let verdict = verify::verify(&m, &mut scratch, u64::MAX);
-        let ticks = (ticks() - start).saturating_sub(overhead);
+        let ticks = (timer.ticks() - start).saturating_sub(overhead);
         let stack_bytes = stack.used();
         let operations = verify::operations(&m)
             .or_else(|| match m.decoder {
