@@ -264,7 +264,7 @@ pub fn method_description(method: SensitivityMethod) -> &'static str {
             "upper bound: the {0, b, 2b, …} pattern of the non-increasing majorant of |c|"
         }
         SensitivityMethod::BltTailBound => {
-            "upper bound for every horizon: exact head of the BLT encoder's column plus a bound of its tail by a contracting power of its state matrix (SPEC, Unbounded horizon)"
+            "upper bound for every horizon: the head of the BLT encoder's column checked by its residual plus a bound of its tail by a contracting power of its state matrix, rounding included (SPEC, Unbounded horizon; a device recomputes it)"
         }
         _ => "unknown method",
     }

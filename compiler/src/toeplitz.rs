@@ -25,6 +25,8 @@ use mfc_formats::SensitivityMethod;
 use crate::lbfgs::{Point, minimize};
 use crate::participation::{Participation, Sensitivity};
 use crate::{Error, Result};
+pub use mfc_runtime::verify::blt_tail::TailCertificate;
+use mfc_runtime::verify::{Unverifiable, blt_tail};
 
 /// The error of a Toeplitz factorization of the prefix sum over `n` steps (single
 /// participation).
@@ -895,193 +897,54 @@ pub fn compile_blt_unbounded(
     })
 }
 
-/// An upper bound on the sensitivity of a BLT over every horizon (single participation):
-/// `value² = head + tail`, see [`unbounded_sensitivity`].
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct TailBound {
-    /// `sqrt(head + tail)`.
-    pub value: f64,
-    /// `T`: the coefficients computed one by one.
-    pub head_steps: usize,
-    /// An upper bound on `Σ_{t<T} c_t²`, rounding included.
-    pub head: f64,
-    /// `τ`, an upper bound on `Σ_{t≥T} c_t²`.
-    pub tail: f64,
-    /// `q ≥ ‖A^k‖_∞` for the power `k` used (`q ≤ ½`).
-    pub contraction: f64,
-    /// `k`.
-    pub power: usize,
-}
-
-/// The unit roundoff of `f64`.
-const U: f64 = f64::EPSILON / 2.0;
-
 /// An upper bound on `sup_N` of the largest column norm of the encoder `C = T(c)`, `c = 1/r`,
 /// of the stored (`f32`) parameters `blt` over `N` steps, single participation — that is on
 /// `sqrt(Σ_{t≥0} c_t²)`, since column 0 of a lower-triangular Toeplitz matrix is the longest
-/// (`formats/SPEC.md`, "Unbounded horizon", has the proof).
+/// (`formats/SPEC.md`, "Unbounded horizon", has the proof). It is the device's own computation
+/// (`mfc_runtime::verify::blt_tail::certify`, the same `f64` operations bit for bit), so the
+/// value recorded is the bound a device verifying the blob recomputes: the head `Σ_{t<T} c_t²`
+/// checked by its residual, and the tail through a power `A^k` of the state matrix
+/// `A = diag(θ) − 1ωᵀ` shown, rounding included, to have `‖A^k‖_∞ ≤ ½`. Refused when no
+/// `k ≤ 16384` contracts provably or the tail is not small within [`VERIFY_OPERATIONS`]
+/// operations.
 ///
-/// The encoder is the impulse response of the device's filter inverted: with `s_1 = 1`,
-/// `s_{t+1} = A s_t`, `A = diag(θ) − 1ωᵀ`, `c_0 = 1` and `c_t = −ωᵀ s_t` (`t ≥ 1`). The head
-/// `Σ_{t<T} c_t²` is computed one coefficient at a time in double-double arithmetic, with `s_T`.
-/// The tail: for the least `k` (a power of two, 8 … 16384) with `‖A^k‖_∞ ≤ q = ½`, and
-/// `ρ_i ≥ ‖ωᵀA^i‖₁` (`i < k`), every `t = T + a·k + i` has `|c_t| ≤ ρ_i q^a ‖s_T‖_∞`, so
-/// `Σ_{t≥T} c_t² ≤ ‖s_T‖²_∞ Σ_i ρ_i² / (1 − q²)`. `A^k` and `ωᵀA^i` are computed in `f64` and
-/// bounded with their rounding: `|fl(A^i) − A^i| ≤ ((1 + γ)^i − 1)|A|^i` entrywise (`γ` the
-/// bound of one product of `m × m` matrices, plus the rounding of `θ_i − ω_i`), with `|A|^i`
-/// computed rounding upward. `T` doubles from 4096 until the tail is below `10⁻⁷` of the head.
-/// Refused when no `k ≤ 16384` contracts or the tail is not small within 10⁸ steps.
-pub fn unbounded_sensitivity(blt: &Blt) -> Result<TailBound> {
+/// [`VERIFY_OPERATIONS`]: crate::blob::VERIFY_OPERATIONS
+pub fn unbounded_sensitivity(blt: &Blt) -> Result<TailCertificate> {
     let m = blt.buffers();
     if m == 0 || blt.theta.len() != blt.omega.len() {
         return Err(Error::InvalidOption(
             "a BLT needs as many ω as θ, at least one".into(),
         ));
     }
-    let (k, contraction, row_norms) = power_contraction(blt)?;
-    let rows: f64 = row_norms.iter().map(|r| r * r).sum::<f64>() * (1.0 + 2.0 * k as f64 * U);
-    let mut head_steps = 4096usize;
-    loop {
-        let (head, state, state_scale) = encoder_head(blt, head_steps);
-        // ‖s_T‖_∞, with the double-double error of s_T (below T·(m + 1)·2⁻¹⁰⁰ of the largest
-        // state seen) added.
-        let slack = head_steps as f64 * (m as f64 + 1.0) * 2f64.powi(-100) * state_scale;
-        let s_inf = state
+    let f32s = |values: &[f64]| -> Vec<u8> {
+        values
             .iter()
-            .map(|s| (s.hi.abs() + s.lo.abs() + slack) * (1.0 + 4.0 * U))
-            .fold(0.0f64, f64::max);
-        let q2 = contraction * contraction;
-        let tail = s_inf * s_inf * rows / (1.0 - q2) * (1.0 + 8.0 * U);
-        // The head summed in f64: relative error at most (T + 2)·2u, bounded upward.
-        let head = head * (1.0 + (head_steps as f64 + 2.0) * 2.0 * U);
-        if tail <= 1e-7 * head {
-            return Ok(TailBound {
-                value: (head + tail).sqrt() * (1.0 + 2.0 * U),
-                head_steps,
-                head,
-                tail,
-                contraction,
-                power: k,
-            });
-        }
-        if head_steps >= MAX_SERIES {
-            return Err(Error::Numerical(format!(
-                "--horizon unbounded: the BLT encoder's tail bound is still {tail:.3e} of {head:.3e} after {head_steps} steps; use a finite --horizon"
-            )));
-        }
-        head_steps = (head_steps * 2).min(MAX_SERIES);
-    }
-}
-
-/// The least `k` (a power of two, `8 ≤ k ≤ 16384`) with a rigorous `‖A^k‖_∞ ≤ ½`, that bound,
-/// and upper bounds on `‖ωᵀA^i‖₁` for `i < k` ([`unbounded_sensitivity`]).
-fn power_contraction(blt: &Blt) -> Result<(usize, f64, Vec<f64>)> {
-    let m = blt.buffers();
-    let a: Vec<Vec<f64>> = (0..m)
-        .map(|i| {
-            (0..m)
-                .map(|j| {
-                    if i == j {
-                        blt.theta[i] - blt.omega[i]
-                    } else {
-                        -blt.omega[j]
-                    }
-                })
-                .collect()
+            .flat_map(|&v| (v as f32).to_le_bytes())
+            .collect()
+    };
+    let (theta, omega) = (f32s(&blt.theta), f32s(&blt.omega));
+    let table = |bytes| {
+        mfc_formats::F32Table::new(bytes)
+            .ok_or_else(|| Error::Numerical("table is not whole f32 words".into()))
+    };
+    let mut scratch = vec![0.0; blt_tail::scratch_len(m)];
+    blt_tail::certify(
+        table(&theta)?,
+        table(&omega)?,
+        &mut scratch,
+        crate::blob::VERIFY_OPERATIONS,
+    )
+    .map_err(|why| {
+        Error::Numerical(match why {
+            Unverifiable::OverBudget { operations } => format!(
+                "--horizon unbounded: the BLT encoder's tail bound is not below 10⁻⁷ of its head within {operations} operations; use a finite --horizon"
+            ),
+            _ => format!(
+                "--horizon unbounded: no power A^k (k ≤ {}) of the BLT's state matrix A = diag(θ) − 1ωᵀ is provably a contraction, rounding included ({why:?}); use a finite --horizon",
+                blt_tail::K_MAX
+            ),
         })
-        .collect();
-    let abs_a: Vec<Vec<f64>> = a
-        .iter()
-        .map(|r| r.iter().map(|x| x.abs()).collect())
-        .collect();
-    // One product of m-term sums: γ_m; the stored A itself is within u of the exact one.
-    let gamma_m = m as f64 * U / (1.0 - m as f64 * U);
-    let gamma = gamma_m + U + gamma_m * U;
-    let up = (1.0 + gamma_m) * (1.0 + 2.0 * U);
-    let mul = |x: &[Vec<f64>], y: &[Vec<f64>], scale: f64| -> Vec<Vec<f64>> {
-        (0..m)
-            .map(|i| {
-                (0..m)
-                    .map(|j| (0..m).map(|l| x[i][l] * y[l][j]).sum::<f64>() * scale)
-                    .collect()
-            })
-            .collect()
-    };
-    let vec_mul = |v: &[f64], y: &[Vec<f64>], scale: f64| -> Vec<f64> {
-        (0..m)
-            .map(|j| (0..m).map(|l| v[l] * y[l][j]).sum::<f64>() * scale)
-            .collect()
-    };
-    // err(i) ≥ (1 + γ)^i − 1.
-    let err = |i: usize| ((i as f64) * gamma.ln_1p()).exp_m1() * (1.0 + 1e-6);
-    let (mut power, mut abs_power) = (a.clone(), abs_a.clone());
-    let (mut v, mut w): (Vec<f64>, Vec<f64>) = (
-        blt.omega.clone(),
-        blt.omega.iter().map(|x| x.abs()).collect(),
-    );
-    let mut rows = Vec::new();
-    for i in 1..=16384usize {
-        // Row i − 1: ρ_{i−1} ≥ ‖ωᵀA^{i−1}‖₁.
-        let rho: f64 = v.iter().map(|x| x.abs()).sum::<f64>() * (1.0 + m as f64 * U)
-            + err(i - 1) * w.iter().sum::<f64>() * (1.0 + m as f64 * U);
-        rows.push(rho * (1.0 + 2.0 * U));
-        if i.is_power_of_two() && i >= 8 {
-            // ‖A^i‖_∞ ≤ max_r Σ_c |fl(A^i)_rc| + err(i)·max_r Σ_c (|A|^i)_rc.
-            let row_sum = |x: &[Vec<f64>]| {
-                x.iter()
-                    .map(|r| r.iter().map(|y| y.abs()).sum::<f64>())
-                    .fold(0.0f64, f64::max)
-                    * (1.0 + m as f64 * U)
-            };
-            let q = (row_sum(&power) + err(i) * row_sum(&abs_power)) * (1.0 + 4.0 * U);
-            if q <= 0.5 {
-                return Ok((i, q, rows));
-            }
-            if !abs_power
-                .iter()
-                .flatten()
-                .all(|x| x.is_finite() && *x < 1e30)
-            {
-                break;
-            }
-        }
-        if i == 16384 {
-            break;
-        }
-        power = mul(&power, &a, 1.0);
-        abs_power = mul(&abs_power, &abs_a, up);
-        v = vec_mul(&v, &a, 1.0);
-        w = vec_mul(&w, &abs_a, up);
-    }
-    Err(Error::Numerical(
-        "--horizon unbounded: no power A^k (k ≤ 16384) of the BLT's state matrix A = diag(θ) − 1ωᵀ is provably a contraction in f64; use a finite --horizon".into(),
-    ))
-}
-
-/// `Σ_{t<T} c_t²` (coefficients in double-double, squares of their leading parts summed in
-/// `f64`), the state `s_T` in double-double, and the largest state entry seen.
-fn encoder_head(blt: &Blt, steps: usize) -> (f64, Vec<DoubleDouble>, f64) {
-    let mut state = vec![DoubleDouble::ZERO; blt.theta.len()];
-    let (mut head, mut scale) = (0.0f64, 0.0f64);
-    for t in 0..steps {
-        let mut z = DoubleDouble {
-            hi: if t == 0 { 1.0 } else { 0.0 },
-            lo: 0.0,
-        };
-        for (s, &w) in state.iter().zip(&blt.omega) {
-            z = z.add(s.mul(w).neg());
-        }
-        let c = z.hi + z.lo;
-        head += c * c;
-        for (s, &theta) in state.iter_mut().zip(&blt.theta) {
-            *s = s.mul(theta).add(z);
-            scale = scale.max(s.hi.abs());
-        }
-        if state.iter().all(|s| s.hi == 0.0 && s.lo == 0.0) {
-            break;
-        }
-    }
-    (head, state, scale)
+    })
 }
 
 #[cfg(test)]

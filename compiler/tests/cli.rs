@@ -375,7 +375,8 @@ fn compile_blt_and_fft_forms_and_inspect_them() {
 }
 
 /// `--horizon unbounded`: the report's error figures cover the design steps only and say so, with
-/// the table of how the per-step error grows; `inspect` says the same of the blob.
+/// the table of how the per-step error grows; `inspect` says the same of the blob, and that the
+/// device verifies it.
 #[test]
 fn compile_an_unbounded_blt_and_inspect_it() {
     let out = temp("unbounded.mfc");
@@ -400,6 +401,12 @@ fn compile_an_unbounded_blt_and_inspect_it() {
         inspected.contains("over the n = 48 design steps only"),
         "{inspected}"
     );
+    // The device's verification recomputes the bound for every horizon (issue 20), and counts
+    // the operations it spent.
+    let verification = &mfc_json(&args("inspect {} --json", &[&out]))["verification"];
+    assert_eq!(verification["verdict"], "verified", "{verification}");
+    assert_eq!(verification["recorded"], verification["bound"]);
+    assert!(verification["operations"].as_u64().unwrap() > 0);
 }
 
 /// `--form bandmf`: both kinds, `--bands N|auto`, the prefix sum and momentum; `inspect` shows

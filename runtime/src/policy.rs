@@ -48,12 +48,14 @@ pub struct Policy {
     /// ([`Error::SensitivityUnverified`]) instead of admitting it on the compiler's word.
     pub refuse_unverifiable: bool,
     /// Admit a BLT blob whose recorded bound claims to hold for every horizon (`BltTailBound`,
-    /// `mfc compile --horizon unbounded`). Its stream never stops, and [`crate::verify`] does
-    /// not recompute that bound ([`verify::Unverifiable::UnboundedHorizon`]): a blob with
-    /// forged or miscompiled parameters whose encoder does not decay would release with a
-    /// sensitivity growing without limit. Refused unless the device opts in, whatever
-    /// `refuse_unverifiable` says; opt in only for blobs from a compiler the device trusts
-    /// (e.g. signed ones, `crate::signature`).
+    /// `mfc compile --horizon unbounded`) **that could not be verified** within the budget and
+    /// scratch. [`crate::verify`] recomputes that bound ([`verify::blt_tail`]): a verified one is
+    /// admitted without this opt-in, a lowered one refused. What stays unverifiable is a blob
+    /// over the budget, or one whose state matrix has no provably contracting power, e.g. forged
+    /// or miscompiled parameters whose encoder does not decay: its stream never stops, and would
+    /// release with a sensitivity growing without limit. Refused unless the device opts in,
+    /// whatever `refuse_unverifiable` says; opt in only for blobs from a compiler the device
+    /// trusts (e.g. signed ones, `crate::signature`).
     pub admit_unbounded_horizon: bool,
 }
 
@@ -93,8 +95,9 @@ pub fn admit(
 ) -> Result<Verdict, Error> {
     check_floor(m, noise_multiplier, policy.floor)?;
     match verify::verify(m, scratch, policy.max_operations)? {
-        Verdict::Unverifiable(verify::Unverifiable::UnboundedHorizon)
-            if !policy.admit_unbounded_horizon =>
+        Verdict::Unverifiable(_)
+            if m.header.sensitivity.method.covers_every_horizon()
+                && !policy.admit_unbounded_horizon =>
         {
             Err(Error::SensitivityUnverified)
         }

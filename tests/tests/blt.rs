@@ -13,19 +13,23 @@ use mfc_runtime::{BltStream, ChaChaNoise, Error};
 
 const SEED: [u8; 32] = *b"blt end-to-end test seed, 32 b!!";
 
-fn blob(n: usize, buffers: usize, horizon: usize) -> Vec<u8> {
-    let single = Participation::Single;
-    let blt = optimize_blt(n, buffers, &single).unwrap();
-    let compiled = compile_blt(&blt, n, horizon, &single).unwrap();
-    let options = BlobOptions {
+/// Clip norm 2, noise multiplier 0.8.
+fn options() -> BlobOptions {
+    BlobOptions {
         clip_norm: 2.0,
         calibration: Some(Calibration {
             noise_multiplier: 0.8,
             target: None,
         }),
         ..BlobOptions::default()
-    };
-    encode_blt(&compiled, &options).unwrap()
+    }
+}
+
+fn blob(n: usize, buffers: usize, horizon: usize) -> Vec<u8> {
+    let single = Participation::Single;
+    let blt = optimize_blt(n, buffers, &single).unwrap();
+    let compiled = compile_blt(&blt, n, horizon, &single).unwrap();
+    encode_blt(&compiled, &options()).unwrap()
 }
 
 /// `r_0 = 1`, `r_k = Σ_j ω_j θ_j^{k−1}` from the blob's tables, in f64 by direct powers.
@@ -257,41 +261,50 @@ fn an_unbounded_horizon_bound_covers_a_million_steps_within_a_thousandth() {
             SensitivityMethod::BltTailBound
         );
         // The blob: no horizon for the runtime, steps past the design steps, a restore there.
-        let options = BlobOptions {
-            clip_norm: 2.0,
-            calibration: Some(Calibration {
-                noise_multiplier: 0.8,
-                target: None,
-            }),
-            ..BlobOptions::default()
-        };
+        let options = options();
         let bytes = encode_blt(&unbounded, &options).unwrap();
         let (mechanism, fp) = BlobFingerprint::load(&bytes).unwrap();
         assert_eq!(mechanism.header.steps as usize, n);
-        // The device's verification recomputes over a finite horizon, which would not bound a
-        // claim for every horizon: it says so rather than accept a lowered one.
+        // The device recomputes the bound for every horizon, bit for bit the recorded one, and
+        // refuses the blob with it lowered by 1%; a device's policy admits it without opting in.
         let mut scratch = vec![0.0; mfc_runtime::verify::scratch_len(&mechanism)];
         assert_eq!(
             mfc_runtime::verify::verify(&mechanism, &mut scratch, u64::MAX),
-            Ok(mfc_runtime::verify::Verdict::Unverifiable(
-                mfc_runtime::verify::Unverifiable::UnboundedHorizon
-            ))
+            Ok(mfc_runtime::verify::Verdict::Verified {
+                recorded: bound.value,
+                bound: bound.value
+            })
         );
-        // So a device's policy refuses it unless the device opts in, even one that admits
-        // other unverifiable blobs.
+        assert!(matches!(
+            mfc_runtime::verify::verify(&lowered(&bytes, 0.99), &mut scratch, u64::MAX),
+            Err(Error::SensitivityUnderstated { shortfall_ppb }) if shortfall_ppb >= 10_000_000
+        ));
         use mfc_runtime::policy::{Floor, Policy, admit};
         let mut policy = Policy {
             floor: Floor::NoiseMultiplier { min: 0.5 },
             max_operations: u64::MAX,
-            refuse_unverifiable: false,
+            refuse_unverifiable: true,
             admit_unbounded_horizon: false,
         };
+        assert!(matches!(
+            admit(&mechanism, None, &policy, &mut scratch),
+            Ok(mfc_runtime::verify::Verdict::Verified { .. })
+        ));
+        // Over the device's budget it is unverifiable, and refused unless the device opts in,
+        // even by a policy that admits other unverifiable blobs.
+        policy.max_operations = bound.operations - 1;
+        policy.refuse_unverifiable = false;
         assert_eq!(
             admit(&mechanism, None, &policy, &mut scratch),
             Err(mfc_runtime::Error::SensitivityUnverified)
         );
         policy.admit_unbounded_horizon = true;
-        assert!(admit(&mechanism, None, &policy, &mut scratch).is_ok());
+        assert!(matches!(
+            admit(&mechanism, None, &policy, &mut scratch),
+            Ok(mfc_runtime::verify::Verdict::Unverifiable(
+                mfc_runtime::verify::Unverifiable::OverBudget { .. }
+            ))
+        ));
         let counter = ReleaseCounter::new(1, 0);
         let len = BltStream::<ChaChaNoise>::workspace_len(&mechanism, 2).unwrap();
         let mut ws = vec![0.0f32; len];
@@ -322,4 +335,110 @@ fn an_unbounded_horizon_bound_covers_a_million_steps_within_a_thousandth() {
     let blt = optimize_blt(48, 4, &single).unwrap();
     let min_sep = Participation::min_separation(4, 12).unwrap();
     assert!(compile_blt_unbounded(&blt, 48, &min_sep).is_err());
+}
+
+/// `bytes` with its recorded sensitivity multiplied by `factor`, CRC recomputed.
+fn lowered(bytes: &[u8], factor: f64) -> mfc_formats::Validated<'static> {
+    let mut m = Mechanism::from_bytes(bytes).unwrap().into_inner();
+    m.header.sensitivity.value *= factor;
+    let leaked: &'static [u8] = Vec::leak(m.to_vec().unwrap());
+    Mechanism::from_bytes(leaked).unwrap()
+}
+
+/// `bytes` with the BLT parameters replaced by `theta`, `omega`, its recorded sensitivity kept,
+/// CRC recomputed.
+fn forged(bytes: &[u8], theta: &[f32], omega: &[f32]) -> mfc_formats::Validated<'static> {
+    let mut m = Mechanism::from_bytes(bytes).unwrap().into_inner();
+    let table = |v: &[f32]| {
+        let bytes: &'static [u8] = Vec::leak(v.iter().flat_map(|x| x.to_le_bytes()).collect());
+        mfc_formats::F32Table::new(bytes).unwrap()
+    };
+    m.decoder = Decoder::Blt(mfc_formats::Blt {
+        theta: table(theta),
+        omega: table(omega),
+    });
+    let leaked: &'static [u8] = Vec::leak(m.to_vec().unwrap());
+    Mechanism::from_bytes(leaked).unwrap()
+}
+
+/// Issue 20: every `--horizon unbounded` blob the compiler writes (m = 1..6) verifies on the
+/// device, its bound is at least the sensitivity computed directly over 2·10⁵ steps (an
+/// independent reference, f64 recurrence), and it is refused lowered by 1%. A forged BLT whose
+/// encoder grows (θ = (0.5, 0.5), ω = (−0.3, −0.3): spectral radius 1.1) claiming the honest
+/// value, or one at spectral radius 1, is never verified, and a device's policy refuses it
+/// unless it opts in.
+#[test]
+fn the_device_verifies_unbounded_horizon_blobs() {
+    use mfc_compiler::toeplitz::compile_blt_unbounded;
+    use mfc_runtime::policy::{Floor, Policy, admit};
+    use mfc_runtime::verify::{Unverifiable, Verdict, verify};
+    let single = Participation::Single;
+    let options = options();
+    let policy = Policy {
+        floor: Floor::NoiseMultiplier { min: 0.5 },
+        max_operations: 10_000_000,
+        refuse_unverifiable: false,
+        admit_unbounded_horizon: false,
+    };
+    let mut last = Vec::new();
+    for (n, buffers) in [(16, 1), (32, 2), (64, 3), (96, 4), (128, 5), (200, 6)] {
+        let blt = optimize_blt(n, buffers, &single).unwrap();
+        let unbounded = compile_blt_unbounded(&blt, n, &single).unwrap();
+        let bytes = encode_blt(&unbounded, &options).unwrap();
+        let m = Mechanism::from_bytes(&bytes).unwrap();
+        let Decoder::Blt(d) = m.decoder else {
+            panic!("not a BLT blob")
+        };
+        let (theta, omega): (Vec<f32>, Vec<f32>) =
+            (d.theta.iter().collect(), d.omega.iter().collect());
+        // Σ c_t² by the plain recurrence over 2·10⁵ steps.
+        let mut state = vec![0.0f64; buffers];
+        let mut direct = 0.0f64;
+        for t in 0..200_000 {
+            let mut c = if t == 0 { 1.0 } else { 0.0 };
+            for (s, w) in state.iter().zip(&omega) {
+                c -= f64::from(*w) * s;
+            }
+            direct += c * c;
+            for (s, th) in state.iter_mut().zip(&theta) {
+                *s = f64::from(*th) * *s + c;
+            }
+        }
+        let direct = direct.sqrt();
+        let recorded = m.header.sensitivity.value;
+        let mut scratch = vec![0.0; mfc_runtime::verify::scratch_len(&m)];
+        let verdict = verify(&m, &mut scratch, u64::MAX);
+        eprintln!(
+            "n = {n}, m = {buffers}: recorded {recorded:.12}, direct {direct:.12}, {:?}",
+            verdict
+        );
+        assert!(recorded >= direct && recorded <= direct * (1.0 + 1e-6));
+        assert!(matches!(verdict, Ok(Verdict::Verified { bound, .. }) if bound <= recorded));
+        assert!(matches!(
+            admit(&m, None, &policy, &mut scratch),
+            Ok(Verdict::Verified { .. })
+        ));
+        assert!(matches!(
+            verify(&lowered(&bytes, 0.99), &mut scratch, u64::MAX),
+            Err(Error::SensitivityUnderstated { .. })
+        ));
+        last = bytes;
+    }
+    // Forged parameters with the honest recorded value: a growing encoder, then one at
+    // spectral radius exactly 1 (θ − ω = 1).
+    for (theta, omega) in [
+        (&[0.5f32, 0.5][..], &[-0.3f32, -0.3][..]),
+        (&[0.5], &[-0.5]),
+    ] {
+        let m = forged(&last, theta, omega);
+        let mut scratch = vec![0.0; mfc_runtime::verify::scratch_len(&m)];
+        assert_eq!(
+            verify(&m, &mut scratch, u64::MAX),
+            Ok(Verdict::Unverifiable(Unverifiable::IllConditioned))
+        );
+        assert_eq!(
+            admit(&m, None, &policy, &mut scratch),
+            Err(Error::SensitivityUnverified)
+        );
+    }
 }

@@ -1,8 +1,20 @@
 //! Measuring on the emulator: SysTick clocked from the core counts executed instructions under
 //! `qemu -icount shift=N` (mps2-an386: 25 MHz, so instructions = ticks · 40 / 2^N), and the stack
-//! high-water mark by painting.
+//! high-water mark by painting. Intervals longer than `2²⁴` ticks (about 10⁷ instructions at
+//! `shift=6`) need the wraps counted ([`Timer::start_counting_wraps`], [`Timer::ticks`]).
+
+use core::sync::atomic::{AtomicU32, Ordering};
 
 use cortex_m::peripheral::{SYST, syst::SystClkSource};
+use cortex_m_rt::exception;
+
+/// SysTick's wraps (one per `2²⁴` ticks) since [`Timer::start_counting_wraps`].
+static WRAPS: AtomicU32 = AtomicU32::new(0);
+
+#[exception]
+fn SysTick() {
+    WRAPS.fetch_add(1, Ordering::Relaxed);
+}
 
 /// SysTick as a free-running 24-bit down-counter of core clock ticks.
 pub struct Timer(SYST);
@@ -21,6 +33,28 @@ impl Timer {
         syst.clear_current();
         syst.enable_counter();
         Self(syst)
+    }
+
+    /// As [`start`](Self::start), with SysTick's interrupt counting the counter's wraps, for
+    /// [`ticks`](Self::ticks).
+    #[allow(dead_code)] // the telemetry firmware's intervals are short
+    pub fn start_counting_wraps() -> Self {
+        let mut timer = Self::start();
+        timer.0.enable_interrupt();
+        timer
+    }
+
+    /// Ticks since [`start_counting_wraps`](Self::start_counting_wraps): the 24-bit counter
+    /// plus its counted wraps.
+    #[allow(dead_code)]
+    pub fn ticks(&self) -> u64 {
+        loop {
+            let wraps = WRAPS.load(Ordering::Relaxed);
+            let now = SYST::get_current();
+            if WRAPS.load(Ordering::Relaxed) == wraps {
+                return u64::from(wraps) * (1 << 24) + u64::from(MASK - now);
+            }
+        }
     }
 
     /// The counter now.

@@ -33,6 +33,7 @@
 //! | BLT | single | `Σ_{t<n} c_t²`, `c` by the inverse filter, checked by its residual | `n·m` | `2m` |
 //! | BLT | fixed epoch order | `Σ_t (Σ_{p<k'} \|c_{t−pb}\|)²`, `k'` filters `b` steps apart | `n·m·k'` | `2m + m(k' − 1)` |
 //! | BLT | min separation | the same for the non-increasing majorant of `\|c\|`, stored | `n·(m + k')` | `2m + n` |
+//! | BLT, every horizon (`BltTailBound`) | single | `Σ_{t<T} c_t²` as above plus a tail through `‖A^k‖_∞ ≤ ½` ([`blt_tail`]) | `k·(m² + 2m) + T·m`, counted as it runs | `m² + 3m` |
 //! | banded + low rank, prefix sum | single | `max_j ‖B̂⁻¹ S e_j‖²`, forward substitution per column, checked by its residual ([`banded`]) | `n(n + 1)/2 · (h + 2r)` | `h + 2r` |
 //! | banded + low rank, prefix sum | fixed epoch order | `max_π Σ_{i,j∈π} \|X_ij\|`, `X = ĈᵀĈ`, over the windows of `k'` columns `b` apart ([`banded`]) | `n(n + 1)/2 · (h + 2r + k')` | `⌈n/b⌉(h + 2r + 1 + k')` |
 //!
@@ -52,6 +53,7 @@ use mfc_formats::{
 use crate::Error;
 
 mod banded;
+pub mod blt_tail;
 
 /// Why a blob's sensitivity could not be checked within what the caller allowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,12 +79,10 @@ pub enum Unverifiable {
         needed: usize,
     },
     /// The residual of a solved encoder (banded `B̂⁻¹S`, BLT `1/r`) is too large to certify the
-    /// value to a relative `10⁻⁶`, or a bound is not finite.
+    /// value to a relative `10⁻⁶`, or a bound is not finite; for a bound over every horizon
+    /// (`BltTailBound`), also a BLT state matrix with no power `A^k`, `k ≤ 16384`, provably of
+    /// norm at most `½` ([`blt_tail`]): its encoder may not decay.
     IllConditioned,
-    /// A BLT whose recorded bound holds for every horizon (`BltTailBound`, `--horizon
-    /// unbounded`): its stream never stops, so the value over the blob's design steps, which is
-    /// what this module computes, does not bound it; the tail bound is not recomputed here.
-    UnboundedHorizon,
 }
 
 /// The outcome of [`verify`] for a blob it did not refuse.
@@ -209,6 +209,9 @@ fn schema(
 pub fn scratch_len(m: &Validated<'_>) -> usize {
     let steps = m.header.steps as usize;
     match m.decoder {
+        Decoder::Blt(d) if m.header.sensitivity.method.covers_every_horizon() => {
+            blt_tail::scratch_len(d.buffers())
+        }
         Decoder::BandedLowRank(d) => match (
             m.header.participation,
             schema(m.header.participation, steps),
@@ -241,9 +244,15 @@ pub fn scratch_len(m: &Validated<'_>) -> usize {
 }
 
 /// The operations (multiply-adds) [`verify`] spends on `m`, `None` for forms or schemas it does
-/// not verify. Compare with a device's budget: a Cortex-M4F at 64 MHz runs about 10⁶ of them a
-/// second in soft-float `f64` (`examples/firmware`).
+/// not verify, and for a BLT bound over every horizon (`BltTailBound`), whose cost depends on how
+/// fast its encoder decays and is only known after the run ([`blt_tail::certify`] counts it and
+/// stops at the budget). Compare with a device's budget: a Cortex-M4F at 64 MHz runs about
+/// 2·10⁴–5·10⁴ of them a second in soft-float `f64`, 1 300–2 800 instructions each
+/// (`examples/firmware/src/bin/verify.rs`).
 pub fn operations(m: &Validated<'_>) -> Option<u64> {
+    if m.header.sensitivity.method.covers_every_horizon() {
+        return None;
+    }
     let n = u64::from(m.header.steps);
     let ks = schema(m.header.participation, n as usize).ok()?;
     match m.decoder {
@@ -285,8 +294,20 @@ pub fn sensitivity_bound(
     scratch: &mut [f64],
     max_operations: u64,
 ) -> Result<f64, Unverifiable> {
+    let factor = match m.header.neighbouring {
+        Neighbouring::ReplaceOne => 2.0,
+        _ => 1.0,
+    };
     if m.header.sensitivity.method == SensitivityMethod::BltTailBound {
-        return Err(Unverifiable::UnboundedHorizon);
+        let (Decoder::Blt(d), Participation::Single) = (m.decoder, m.header.participation) else {
+            return Err(Unverifiable::Schema);
+        };
+        let bound = factor * blt_tail::certify(d.theta, d.omega, scratch, max_operations)?.value;
+        return if bound.is_finite() {
+            Ok(bound)
+        } else {
+            Err(Unverifiable::IllConditioned)
+        };
     }
     let Some(needed_ops) = operations(m) else {
         return Err(match m.decoder {
@@ -317,10 +338,6 @@ pub fn sensitivity_bound(
             banded::bound(d, steps, ks, scratch)?
         }
         _ => return Err(Unverifiable::Form),
-    };
-    let factor = match m.header.neighbouring {
-        Neighbouring::ReplaceOne => 2.0,
-        _ => 1.0,
     };
     let bound = factor * bound;
     if bound.is_finite() {

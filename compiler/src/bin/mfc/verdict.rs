@@ -34,9 +34,6 @@ fn reason(why: Unverifiable) -> String {
         Unverifiable::IllConditioned => {
             "the rounding bounds of the device's arithmetic grow too large to certify it".into()
         }
-        Unverifiable::UnboundedHorizon => {
-            "a BLT bound for every horizon: the device recomputes sensitivities over a finite horizon only".into()
-        }
         _ => "not verifiable by this runtime".into(),
     }
 }
@@ -44,7 +41,16 @@ fn reason(why: Unverifiable) -> String {
 /// Runs the verification with the host's budget.
 pub fn check(m: &Validated<'_>) -> Outcome {
     let mut scratch = vec![0.0; verify::scratch_len(m)];
-    let operations = verify::operations(m);
+    // A BLT bound for every horizon counts its operations as it runs (`verify::blt_tail`).
+    let operations = verify::operations(m).or_else(|| match m.decoder {
+        mfc_runtime::formats::Decoder::Blt(d) => {
+            let mut tail = vec![0.0; verify::blt_tail::scratch_len(d.buffers())];
+            verify::blt_tail::certify(d.theta, d.omega, &mut tail, VERIFY_OPERATIONS)
+                .ok()
+                .map(|c| c.operations)
+        }
+        _ => None,
+    });
     match verify::verify(m, &mut scratch, VERIFY_OPERATIONS) {
         Ok(Verdict::Verified { recorded, bound }) => Outcome {
             json: json!({"verdict": "verified", "recorded": recorded, "bound": bound,

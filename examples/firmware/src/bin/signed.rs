@@ -15,9 +15,6 @@
 #![no_std]
 #![no_main]
 
-use core::sync::atomic::{AtomicU32, Ordering};
-
-use cortex_m::peripheral::{SYST, syst::SystClkSource};
 use cortex_m as _;
 use cortex_m_rt::{ExceptionFrame, entry, exception};
 #[cfg(not(feature = "signature"))]
@@ -50,25 +47,6 @@ const OTHER: [u8; 32] = [
     0x9c, 0x98, 0x2c, 0xcf, 0x2e, 0xc4, 0x96, 0x8c, 0xc0, 0xcd, 0x55, 0xf1, 0x2a, 0xf4, 0x66, 0x0c,
 ];
 
-/// SysTick wraps (every 2^24 ticks).
-static WRAPS: AtomicU32 = AtomicU32::new(0);
-
-#[exception]
-fn SysTick() {
-    WRAPS.fetch_add(1, Ordering::Relaxed);
-}
-
-/// Ticks since start (24-bit counter plus its counted wraps).
-fn ticks() -> u64 {
-    loop {
-        let wraps = WRAPS.load(Ordering::Relaxed);
-        let now = SYST::get_current();
-        if WRAPS.load(Ordering::Relaxed) == wraps {
-            return u64::from(wraps) * (1 << 24) + u64::from(0x00ff_ffff - now);
-        }
-    }
-}
-
 /// `true` when `bytes` is a signed blob whose signature verifies under `key` (and whose blob
 /// then parses).
 #[cfg(feature = "signature")]
@@ -98,20 +76,12 @@ fn verify(bytes: &[u8], key: &[u8; 32]) -> bool {
 
 #[entry]
 fn main() -> ! {
-    let Some(peripherals) = cortex_m::Peripherals::take() else {
-        semihosting::process::exit(4)
-    };
-    let mut syst = peripherals.SYST;
-    syst.set_clock_source(SystClkSource::Core);
-    syst.set_reload(0x00ff_ffff);
-    syst.clear_current();
-    syst.enable_interrupt();
-    syst.enable_counter();
+    let timer = systick::Timer::start_counting_wraps();
 
     let stack = systick::StackProbe::paint();
-    let start = ticks();
+    let start = timer.ticks();
     let good = verify(SIGNED, &PUBLIC);
-    let elapsed = ticks() - start;
+    let elapsed = timer.ticks() - start;
     let stack_bytes = stack.used();
     let verifier = if cfg!(feature = "signature") {
         "ed25519-dalek (mfc_runtime::signature)"

@@ -3,9 +3,9 @@
 //! each compiled by `mfc compile` (commands below). For each blob it prints the verdict, the
 //! bound's `f64` bits (the host computes the same bits: `tests/tests/firmware.rs` is not needed,
 //! `mfc inspect --json` prints the bound), the operations, the instructions (SysTick under
-//! `qemu -icount shift=6`: instructions = ticks · 40 / 64) and the stack; then it lowers each
-//! blob's recorded sensitivity by 1%, rewrites the blob with its CRC-32 (`Mechanism::write_to`)
-//! and requires the refusal `SensitivityUnderstated`.
+//! `qemu -icount shift=6`, with its wraps counted: instructions = ticks · 40 / 64) and the
+//! stack; then it lowers each blob's recorded sensitivity by 1%, rewrites the blob with its
+//! CRC-32 (`Mechanism::write_to`) and requires the refusal `SensitivityUnderstated`.
 //!
 //! Blobs (from the repository root):
 //!
@@ -18,7 +18,12 @@
 //!     --min-sep 16 --epsilon 2 --delta 1e-6 --out examples/firmware/verify-blt.mfc   # 0x57c4d973
 //! mfc compile --workload prefix --form bandmf --bands 8 --steps 64 --epochs 4 --min-sep 16 \
 //!     --epsilon 2 --delta 1e-6 --out examples/firmware/verify-bandmf.mfc            # 0x5325f48d
+//! mfc compile --workload prefix --form blt --buffers 4 --steps 48 --horizon unbounded \
+//!     --epsilon 2 --delta 1e-6 --out examples/firmware/verify-blt-unbounded.mfc     # 0x14d927ca
 //! ```
+//!
+//! The last is the README's BLT with a bound for every horizon (`verify::blt_tail`), whose
+//! operations are counted as it runs.
 //!
 //! Exit codes (semihosting): 0 every blob verified and every lowered one refused, 1 otherwise,
 //! 3 a hard fault, 101 a panic.
@@ -30,6 +35,7 @@ use cortex_m_rt::{ExceptionFrame, entry, exception};
 use mfc_runtime::verify::{self, Verdict};
 use mfc_runtime::{Error, Mechanism};
 
+#[allow(dead_code)]
 #[path = "../systick.rs"]
 mod systick;
 
@@ -50,6 +56,7 @@ static BLOBS: [(&str, &[u8]); 4] = [
     ),
     ("blt m = 4, n = 4096, min-sep (4, 16)", include_bytes!("../../verify-blt.mfc")),
     ("bandmf general b = 8, n = 64, min-sep (4, 16)", include_bytes!("../../verify-bandmf.mfc")),
+    ("blt m = 4, n = 48, unbounded horizon", include_bytes!("../../verify-blt-unbounded.mfc")),
 ];
 
 /// Scratch for the verification: the most any of the blobs needs.
@@ -60,7 +67,11 @@ const COPY: usize = 4096;
 
 #[entry]
 fn main() -> ! {
-    let timer = systick::Timer::start();
+    let timer = systick::Timer::start_counting_wraps();
+    let overhead = {
+        let start = timer.ticks();
+        timer.ticks() - start
+    };
     let mut ok = true;
     let mut scratch = [0.0f64; SCRATCH];
     for (name, blob) in BLOBS {
@@ -73,11 +84,20 @@ fn main() -> ! {
             }
         };
         let stack = systick::StackProbe::paint();
-        let start = timer.now();
+        let start = timer.ticks();
         let verdict = verify::verify(&m, &mut scratch, u64::MAX);
-        let ticks = timer.since(start).saturating_sub(timer.overhead());
+        let ticks = (timer.ticks() - start).saturating_sub(overhead);
         let stack_bytes = stack.used();
-        let operations = verify::operations(&m).unwrap_or(0);
+        let operations = verify::operations(&m)
+            .or_else(|| match m.decoder {
+                mfc_runtime::formats::Decoder::Blt(d) => {
+                    verify::blt_tail::certify(d.theta, d.omega, &mut scratch, u64::MAX)
+                        .ok()
+                        .map(|c| c.operations)
+                }
+                _ => None,
+            })
+            .unwrap_or(0);
         match verdict {
             Ok(Verdict::Verified { recorded, bound }) => semihosting::println!(
                 "{name}: verified, recorded {recorded} >= bound {bound} ({:#018x}); {operations} operations, {} instructions, {stack_bytes} bytes of stack, {} floats of scratch",
