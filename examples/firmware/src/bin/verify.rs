@@ -48,7 +48,7 @@ mod log {
 }
 
 /// The blobs, with their names.
-static BLOBS: [(&str, &[u8]); 4] = [
+static BLOBS: [(&str, &[u8]); 5] = [
     ("banded (h, r) = (4, 4), n = 64, single", include_bytes!("../../verify-banded.mfc")),
     (
         "banded (h, r) = (4, 4), n = 64, fixed epoch order (4, 16)",
