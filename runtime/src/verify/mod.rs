@@ -14,7 +14,8 @@
 //! `fl(a ∘ b) = (a ∘ b)(1 + δ)`, `|δ| ≤ u = 2⁻⁵³`, each bound doubled to `2u` and multiplied by
 //! `1 + 2⁻⁴⁸` for the rounding of the bound's own arithmetic), `ŷ` taken as exact, so the bounds
 //! never compound along the solve; then `y − ŷ` is the encoder applied to `ρ`, which gives
-//! `Y ≤ Ŷ/(1 − a)` with `a` a multiple of `‖ρ‖₁` (the functions `banded` and `blt` below).
+//! `Y ≤ Ŷ/(1 − a)` with `a` a multiple of `‖ρ‖₁` (the functions `banded` and `blt` below; the
+//! FFT forms' Toeplitz inverse in [`fft`]).
 //! When `a` exceeds `10⁻⁶` the blob is [`Unverifiable::IllConditioned`] rather than refused.
 //! The compiler records `max(sens, U)` (`mfc_compiler::blob`): the arithmetic is IEEE `+ − × ÷` and a
 //! correctly rounded square root, without fused multiply-adds, so host and device compute the
@@ -34,8 +35,12 @@
 //! | BLT | fixed epoch order | `Σ_t (Σ_{p<k'} \|c_{t−pb}\|)²`, `k'` filters `b` steps apart | `n·m·k'` | `2m + m(k' − 1)` |
 //! | BLT | min separation | the same for the non-increasing majorant of `\|c\|`, stored | `n·(m + k')` | `2m + n` |
 //! | banded + low rank, prefix sum | single | `max_j ‖B̂⁻¹ S e_j‖²`, forward substitution per column, checked by its residual | `n²(h + 2r)/2` | `h + 2r` |
+//! | FFT Circulant, `s` stamps | single | `max_j (SᵀT̂⁻¹S)[j, j]` of one block, `T̂⁻¹` by Levinson–Durbin checked by its Gohberg–Semencul residual ([`fft`]) | `14m²` | `18m` |
+//! | FFT OptimalDecoder, `s` stamps | single | `‖ŷ‖/(1 − ‖M̂T̂ − I‖₁)`, the residual of the stored generator bounded in `O(m²)` ([`fft`]) | `11m²` | `18m` |
 //!
-//! with `k' = min(k, ⌈n/b⌉)`. Everything else is [`Unverifiable`]: the FFT forms, the banded form
+//! with `k' = min(k, ⌈n/b⌉)` and `m` the FFT block. Everything else is [`Unverifiable`]: the FFT
+//! forms under several participations (the compiler's value comes from the dense encoder), the
+//! banded form
 //! under several participations (its exact methods need the whole Gram matrix) or for a custom
 //! workload (the blob does not store `A`), a BandMF encoder with more bands than the separation,
 //! a residual too large to certify, and any case whose operations exceed the caller's budget or
@@ -50,15 +55,19 @@ use mfc_formats::{
 
 use crate::Error;
 
+pub mod fft;
+
 /// Why a blob's sensitivity could not be checked within what the caller allowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum Unverifiable {
-    /// The decoder form has no verification here (the FFT forms).
+    /// The decoder form has no verification here (a form a later format version adds; every
+    /// form of this version has one).
     Form,
-    /// The participation schema has no exact verification for this form (the banded form under
-    /// several participations; a BandMF encoder with more bands than the separation).
+    /// The participation schema has no exact verification for this form (the banded form and the
+    /// FFT forms under several participations; a BandMF encoder with more bands than the
+    /// separation).
     Schema,
     /// The workload is custom and the blob does not store it (the banded form's sensitivity is
     /// that of `B̂⁻¹A`).
@@ -227,6 +236,7 @@ pub fn scratch_len(m: &Validated<'_>) -> usize {
             }
             _ => 0,
         },
+        Decoder::Fft(d) if m.header.participation == Participation::Single => fft::scratch_len(&d),
         _ => 0,
     }
 }
@@ -267,6 +277,10 @@ pub fn operations(m: &Validated<'_>) -> Option<u64> {
                 (_, Some((k, _)), _) => n.saturating_mul(bands + k as u64),
             })
         }
+        Decoder::Fft(d) => match ks {
+            None => Some(fft::operations(&d)),
+            Some(_) => None,
+        },
         _ => None,
     }
 }
@@ -284,7 +298,7 @@ pub fn sensitivity_bound(
     }
     let Some(needed_ops) = operations(m) else {
         return Err(match m.decoder {
-            Decoder::BandedLowRank(_) | Decoder::BandMf(_) | Decoder::Blt(_) => {
+            Decoder::BandedLowRank(_) | Decoder::BandMf(_) | Decoder::Blt(_) | Decoder::Fft(_) => {
                 Unverifiable::Schema
             }
             _ => Unverifiable::Form,
@@ -310,6 +324,7 @@ pub fn sensitivity_bound(
             }
             banded(d, steps, scratch)?
         }
+        Decoder::Fft(d) => fft::bound(&d, scratch)?,
         _ => return Err(Unverifiable::Form),
     };
     let factor = match m.header.neighbouring {
