@@ -40,7 +40,8 @@ for form in banded blt fft bandmf blt-unbounded; do
 done
 
 # Issue 20: mfc_verify accepts what the compiler writes and refuses the same blob with its
-# recorded sensitivity lowered by 1% (CRC recomputed), for every form it verifies.
+# recorded sensitivity lowered by 1% (CRC recomputed), for every form it verifies (both FFT
+# kinds since the FFT check, runtime/src/verify/fft.rs).
 cc -O2 -Wall -Wextra -Werror -I runtime/capi/include runtime/capi/examples/verify.c \
     target/release/libmfc.a -lpthread -ldl -lm -o target/verify-c
 for spec in "banded:--steps 48 --band 4 --rank 3" \
@@ -48,7 +49,9 @@ for spec in "banded:--steps 48 --band 4 --rank 3" \
     "blt-every:--form blt --steps 64 --buffers 3 --epochs 4 --every 16" \
     "bandmf-toeplitz:--form bandmf --toeplitz --steps 64 --bands 4 --epochs 4 --min-sep 16" \
     "bandmf-momentum:--form bandmf --steps 32 --bands 3 --workload momentum:0.9" \
-    "bandmf-every:--form bandmf --steps 32 --bands 3 --epochs 2 --every 16 --neighbouring replace-one"; do
+    "bandmf-every:--form bandmf --steps 32 --bands 3 --epochs 2 --every 16 --neighbouring replace-one" \
+    "fft:--form fft --steps 64 --stamps 2" \
+    "fft-optimal:--form fft-optimal --steps 96 --stamps 3 --neighbouring replace-one"; do
     name=${spec%%:*}
     # shellcheck disable=SC2086 # the options are words
     cargo run --release -q -p mfc-compiler --bin mfc -- compile --epsilon 2 --delta 1e-6 \

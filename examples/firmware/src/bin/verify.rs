@@ -16,6 +16,10 @@
 //!     --min-sep 16 --epsilon 2 --delta 1e-6 --out examples/firmware/verify-blt.mfc   # 0x57c4d973
 //! mfc compile --workload prefix --form bandmf --bands 8 --steps 64 --epochs 4 --min-sep 16 \
 //!     --epsilon 2 --delta 1e-6 --out examples/firmware/verify-bandmf.mfc            # 0x5325f48d
+//! mfc compile --workload prefix --form fft --steps 128 --stamps 2 --epsilon 2 --delta 1e-6 \
+//!     --out examples/firmware/verify-fft.mfc                                     # 0x40f1491f
+//! mfc compile --workload prefix --form fft-optimal --steps 128 --stamps 2 --epsilon 2 \
+//!     --delta 1e-6 --out examples/firmware/verify-fft-optimal.mfc                # 0x3e6d54e5
 //! ```
 //!
 //! Exit codes (semihosting): 0 every blob verified and every lowered one refused, 1 otherwise,
@@ -40,10 +44,15 @@ mod log {
 }
 
 /// The blobs, with their names.
-static BLOBS: [(&str, &[u8]); 3] = [
+static BLOBS: [(&str, &[u8]); 5] = [
     ("banded (h, r) = (4, 4), n = 64, single", include_bytes!("../../verify-banded.mfc")),
     ("blt m = 4, n = 4096, min-sep (4, 16)", include_bytes!("../../verify-blt.mfc")),
     ("bandmf general b = 8, n = 64, min-sep (4, 16)", include_bytes!("../../verify-bandmf.mfc")),
+    ("fft circulant m = 64, s = 2, single", include_bytes!("../../verify-fft.mfc")),
+    (
+        "fft optimal decoder m = 64, s = 2, single",
+        include_bytes!("../../verify-fft-optimal.mfc"),
+    ),
 ];
 
 /// Scratch for the verification: the most any of the blobs needs.
