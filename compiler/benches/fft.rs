@@ -107,6 +107,17 @@ fn closed_form() {
     }
 }
 
+/// The mechanism of `kind` for `n` steps in one block, single participation.
+fn single_block(n: usize, kind: FftKind) -> mfc_compiler::fft::FftMechanism {
+    compile_fft(&FftOptions {
+        steps: n,
+        stamps: 1,
+        kind,
+        participation: Participation::Single,
+    })
+    .expect("FFT mechanism compiles")
+}
+
 fn times(horizons: &[usize]) {
     println!("compile time, single participation (2 cores); sqrt(L) of what ships");
     println!(
@@ -116,13 +127,7 @@ fn times(horizons: &[usize]) {
     for &n in horizons {
         for kind in [FftKind::Circulant, FftKind::OptimalDecoder] {
             let start = Instant::now();
-            let compiled = compile_fft(&FftOptions {
-                steps: n,
-                stamps: 1,
-                kind,
-                participation: Participation::Single,
-            })
-            .expect("FFT mechanism compiles");
+            let compiled = single_block(n, kind);
             println!(
                 "| {n} | {kind:?} | {:.2} | {:.4} | {:.4} | {:.1e} | {} |",
                 start.elapsed().as_secs_f64(),
@@ -279,13 +284,7 @@ fn verify_times(horizons: &[usize]) {
     println!("|---|---|---|---|---|---|");
     for &n in horizons {
         for kind in [FftKind::Circulant, FftKind::OptimalDecoder] {
-            let compiled = compile_fft(&FftOptions {
-                steps: n,
-                stamps: 1,
-                kind,
-                participation: Participation::Single,
-            })
-            .expect("FFT mechanism compiles");
+            let compiled = single_block(n, kind);
             let bytes = encode_fft(&compiled, &BlobOptions::default()).expect("blob");
             let mechanism = Mechanism::from_bytes(&bytes).expect("valid blob");
             let mut scratch = vec![0.0; verify::scratch_len(&mechanism)];
