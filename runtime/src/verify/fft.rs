@@ -7,8 +7,8 @@
 //!
 //! Both mechanisms need `T̂`, the symmetric Toeplitz with first column the circular
 //! autocorrelation `t̂_a = Σ_{j<2m} ŷ_j ŷ_{(j+a) mod 2m}` (`= B̂B̂ᵀ` for Mechanism 1), and a bound
-//! `ε ≥ ‖MT̂ − I‖₁` for a Gohberg–Semencul matrix `M = (L(x)L(x)ᵀ − L(x̃)L(x̃)ᵀ)/x₀` of a
-//! generator `x` (`residual_norm`). For symmetric `M` with `ρ(MT̂ − I) ≤ ε < 1`, the symmetric
+//! `ε ≥ ‖MT̂ − I‖₁` for the Gohberg–Semencul matrix `M = (L(x)L(x)ᵀ − L(x̃)L(x̃)ᵀ)/x₀` of a
+//! generator `x` (Gohberg & Semencul 1972; `residual_norm`). For symmetric `M` with `ρ(MT̂ − I) ≤ ε < 1`, the symmetric
 //! `T̂^{1/2}MT̂^{1/2}` is similar to `MT̂`, so `(1 − ε)T̂⁻¹ ≼ M ≼ (1 + ε)T̂⁻¹`.
 //!
 //! - **Mechanism 1** (Circulant): the compiler records `max_j (SᵀT̂⁻¹S)[j, j]^{1/2}`, the largest
@@ -17,7 +17,8 @@
 //!   `(SᵀT̂⁻¹S)[j, j] ≤ q_j/(1 − ε)` with `q_j = 1_{≥j}ᵀM1_{≥j} = (‖L(x)ᵀ1_{≥j}‖² − ‖L(x̃)ᵀ1_{≥j}‖²)/x₀`,
 //!   each entry of `L(x)ᵀ1_{≥j}` a difference of two prefix sums of `x`.
 //! - **Mechanism 2** (OptimalDecoder): the compiler records `sens(ŶE)/(1 − ‖M̂T̂ − I‖₁)` with
-//!   `M̂` the matrix of the stored `x̂` (`formats/SPEC.md`); under single participation
+//!   `M̂` the matrix of the stored `x̂` (the Gram of `Ĉ = ŶE(M̂T̂)⁻¹` is
+//!   `M̂⁻¹T̂⁻¹M̂⁻¹ ≼ T̂/(1 − ε)²`, `formats/SPEC.md`); under single participation
 //!   `sens(ŶE) = ‖ŷ‖ = t̂_0^{1/2}`, and `ε` bounds `‖M̂T̂ − I‖₁` for the stored `x̂` itself.
 //!
 //! `‖MT̂ − I‖₁` in `O(m²)` without storing a matrix: with Trench's recursion
@@ -39,8 +40,9 @@
 //! Cost (multiply-adds, `m` the block): `t̂` `2m²`, `β, β̃` `2m²`, `M[:, m−1]` `m²`, `M t̂` `2m²`,
 //! the recursion `4m²`: `11m²` for Mechanism 2; Mechanism 1 adds Levinson–Durbin (`m²`) and the
 //! `q_j` (`2m²`): `14m²`. Scratch: `18m` `f64`s. Several participations are
-//! [`Unverifiable::Schema`]: the compiler's value for them comes
-//! from the dense encoder (`participation::sensitivity`).
+//! [`Unverifiable::Schema`]: the compiler's value for them comes from the dense stamped encoder
+//! (`participation::sensitivity`: a pattern search or the smaller of two bounds), which this
+//! module does not reproduce.
 
 use mfc_formats::{F32Table, Fft, FftKind};
 
@@ -70,6 +72,7 @@ fn quotient(a: Bounded, d: f64) -> Bounded {
     }
 }
 
+/// An exact value (a stored `f32`, or a computed value taken as exact).
 fn exact(v: f64) -> Bounded {
     Bounded::exact(v)
 }
@@ -81,7 +84,6 @@ pub(super) fn bound(d: &Fft<'_>, scratch: &mut [f64]) -> Result<f64, Unverifiabl
     let (x, rest) = scratch.split_at_mut(m);
     let (t, work) = rest.split_at_mut(2 * m);
     autocorrelation(d.kernel, m, t);
-    let t0 = Bounded::read(t, 0);
     match d.kind {
         FftKind::Circulant => {
             levinson(t, x, work)?;
@@ -89,7 +91,7 @@ pub(super) fn bound(d: &Fft<'_>, scratch: &mut [f64]) -> Result<f64, Unverifiabl
             let q = block_sums(x, work);
             Ok(sqrt_up(solve_up(q, epsilon)?))
         }
-        _ => {
+        FftKind::OptimalDecoder => {
             for (i, slot) in x.iter_mut().enumerate() {
                 *slot = f64::from(d.generator.get(i).unwrap_or(0.0));
             }
@@ -97,8 +99,11 @@ pub(super) fn bound(d: &Fft<'_>, scratch: &mut [f64]) -> Result<f64, Unverifiabl
             if !(epsilon.is_finite() && epsilon < 0.5) {
                 return Err(Unverifiable::IllConditioned);
             }
-            Ok(sqrt_up(t0.abs_upper()) / (1.0 - epsilon * GROW) * GROW * GROW)
+            let norm = sqrt_up(Bounded::read(t, 0).abs_upper());
+            Ok(norm / (1.0 - epsilon * GROW) * GROW * GROW)
         }
+        // A kind a later format version adds: its decoder is not one of these two.
+        _ => Err(Unverifiable::Form),
     }
 }
 

@@ -20,7 +20,8 @@
 //! The compiler records `max(sens, U)` (`mfc_compiler::blob`): the arithmetic is IEEE `+ − × ÷` and a
 //! correctly rounded square root, without fused multiply-adds, so host and device compute the
 //! same `U` bit for bit, and every blob the compiler writes verifies. Blobs written before this
-//! check existed record the compiler's value, which may be below `U` by rounding (`10⁻¹⁵`):
+//! check existed record the compiler's value, which may be below `U` by rounding (`10⁻¹⁵`; the FFT
+//! forms' `U` is up to `2·10⁻⁷` above it at `m = 10⁴`, `fft`):
 //! they are refused, with a message that says to recompile them.
 //!
 //! **What is verified, exactly (each the same value as the compiler's method, up to rounding).**
@@ -40,11 +41,10 @@
 //!
 //! with `k' = min(k, ⌈n/b⌉)` and `m` the FFT block. Everything else is [`Unverifiable`]: the FFT
 //! forms under several participations (the compiler's value comes from the dense encoder), the
-//! banded form
-//! under several participations (its exact methods need the whole Gram matrix) or for a custom
-//! workload (the blob does not store `A`), a BandMF encoder with more bands than the separation,
-//! a residual too large to certify, and any case whose operations exceed the caller's budget or
-//! whose scratch is short. Refusing or accepting such a blob is the caller's policy
+//! banded form under several participations (its exact methods need the whole Gram matrix) or
+//! for a custom workload (the blob does not store `A`), a BandMF encoder with more bands than
+//! the separation, a residual too large to certify, and any case whose operations exceed the
+//! caller's budget or whose scratch is short. Refusing or accepting such a blob is the caller's policy
 //! ([`Verdict::Unverifiable`], [`crate::policy`]); verification never refuses a blob it could
 //! not check.
 
@@ -277,10 +277,7 @@ pub fn operations(m: &Validated<'_>) -> Option<u64> {
                 (_, Some((k, _)), _) => n.saturating_mul(bands + k as u64),
             })
         }
-        Decoder::Fft(d) => match ks {
-            None => Some(fft::operations(&d)),
-            Some(_) => None,
-        },
+        Decoder::Fft(d) => ks.is_none().then(|| fft::operations(&d)),
         _ => None,
     }
 }
