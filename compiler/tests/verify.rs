@@ -96,6 +96,14 @@ const VERIFIED: &[(&str, &str)] = &[
     ),
     ("fft-optimal-long", "--form fft-optimal --steps 500"),
     (
+        "fft-every",
+        "--form fft --steps 48 --stamps 2 --epochs 3 --every 16",
+    ),
+    (
+        "fft-optimal-every",
+        "--form fft-optimal --steps 64 --stamps 4 --epochs 4 --every 16",
+    ),
+    (
         "fft-optimal-replace",
         "--form fft-optimal --steps 64 --stamps 2 --neighbouring replace-one",
     ),
@@ -142,8 +150,8 @@ fn every_compiled_blob_verifies_and_a_lowered_sensitivity_is_refused() {
 fn what_the_device_cannot_check_is_unverifiable_not_refused() {
     for (name, extra, why) in [
         (
-            "fft-every",
-            "--form fft --steps 16 --stamps 2 --epochs 2 --every 8",
+            "fft-min-sep",
+            "--form fft --steps 16 --stamps 2 --epochs 2 --min-sep 8",
             Unverifiable::Schema,
         ),
         (

@@ -1,9 +1,9 @@
 //! Verification of the FFT forms (`formats/SPEC.md`, decoder 1; Choquette-Choo et al. 2023,
-//! App. K) under single participation: an upper bound `U` on the sensitivity the compiler records
+//! App. K) under single participation and fixed epoch order: an upper bound `U` on the sensitivity the compiler records
 //! (`mfc_compiler::fft`), from the stored `f32` kernel `ŷ` (and generator `x̂`), with the rounding
 //! of this computation bounded as in the parent module (`Bounded`, `UpperSum`, an a-posteriori
-//! residual). Stamping does not change the single-participation value (the stamped encoder is
-//! `blockdiag(Ĉ, …, Ĉ)`), so everything below is about one block of `m` steps.
+//! residual). The stamped encoder is `blockdiag(Ĉ, …, Ĉ)`: stamping does not change the
+//! single-participation value, and its Gram `X = ĈᵀĈ` is block diagonal.
 //!
 //! Both mechanisms need `T̂`, the symmetric Toeplitz with first column the circular
 //! autocorrelation `t̂_a = Σ_{j<2m} ŷ_j ŷ_{(j+a) mod 2m}` (`= B̂B̂ᵀ` for Mechanism 1), and a bound
@@ -32,6 +32,16 @@
 //! compiler's value up to `m = 10⁴` (`cargo bench -p mfc-compiler --bench fft -- verify 2048
 //! 10000`), inside the `2·10⁻⁶` rounding allowance of `mfc_compiler::blob`.
 //!
+//! **Fixed epoch order** `(k, b)` (participations exactly `b` apart; `k' = min(k, ⌈n/b⌉)`): the
+//! compiler records `max_π (1ᵀX[π, π]1)^{1/2}` over the patterns `π = {s, s + b, …}` when `X ≥ 0`
+//! on every pattern (001 Eq. 3, `NonnegativeGram`), else the smaller of two bounds. Here the
+//! pattern sums of `|X|` are bounded from above and the signs certified from below (`patterns`):
+//! `X = SᵀT̂⁻¹S` for Mechanism 1, each entry `1_{≥i}ᵀM1_{≥j}` within `ε·max_j X[j, j]` of
+//! `1_{≥i}ᵀT̂⁻¹1_{≥j}` (`T̂^{1/2}MT̂^{1/2} − I` has norm at most `ε`); `X = T̂` (then divided by
+//! `1 − ε`) for Mechanism 2. A Gram not certified non-negative on a pattern, and min separation,
+//! are [`Unverifiable::Schema`]: the compiler's value may then come from a spectral bound or a
+//! pattern search that this module does not reproduce.
+//!
 //! Mechanism 2's `ε` is part of the recorded value, not rounding: any `ε < 1/2` (the compiler's
 //! own limit) gives a bound; above it the blob is [`Unverifiable::IllConditioned`]. Mechanism 1's
 //! `ε` is the residual of the device's own solve and must stay below `10⁻⁶`, like the other
@@ -39,28 +49,36 @@
 //!
 //! Cost (multiply-adds, `m` the block): `t̂` `2m²`, `β, β̃` `2m²`, `M[:, m−1]` `m²`, `M t̂` `2m²`,
 //! the recursion `4m²`: `11m²` for Mechanism 2; Mechanism 1 adds Levinson–Durbin (`m²`) and the
-//! `q_j` (`2m²`): `14m²`. Scratch: `18m` `f64`s. Several participations are
-//! [`Unverifiable::Schema`]: the compiler's value for them comes from the dense stamped encoder
-//! (`participation::sensitivity`: a pattern search or the smaller of two bounds), which this
-//! module does not reproduce.
+//! `q_j` (`2m²`): `14m²`. Fixed epoch order adds `n·k'²` Gram entries, `2m` operations each
+//! for Mechanism 1 and one for Mechanism 2. Scratch: `18m` `f64`s.
 
 use mfc_formats::{F32Table, Fft, FftKind};
 
-use super::{Bounded, GROW, TINY, TWO_U, Unverifiable, solve_up, sqrt_up};
+use super::{Bounded, GROW, TINY, TWO_U, Unverifiable, UpperSum, solve_up, sqrt_up};
 
 /// The `f64`s of scratch [`bound`] needs for a block of `m` steps.
 pub(super) fn scratch_len(d: &Fft<'_>) -> usize {
     (d.block as usize).saturating_mul(18)
 }
 
-/// The multiply-adds [`bound`] spends (module docs).
-pub(super) fn operations(d: &Fft<'_>) -> u64 {
+/// The multiply-adds [`bound`] spends (module docs), with `epochs = Some(k')` under fixed epoch
+/// order.
+pub(super) fn operations(d: &Fft<'_>, epochs: Option<usize>) -> u64 {
     let m = u64::from(d.block);
-    let per = match d.kind {
-        FftKind::Circulant => 14,
-        _ => 11,
+    let (per, per_entry) = match d.kind {
+        FftKind::Circulant => (14, 2 * m),
+        _ => (11, 1),
     };
-    m.saturating_mul(m).saturating_mul(per)
+    let base = m.saturating_mul(m).saturating_mul(per);
+    let Some(k) = epochs else {
+        return base;
+    };
+    let n = m.saturating_mul(u64::from(d.stamps));
+    let k = k as u64;
+    base.saturating_add(
+        n.saturating_mul(k.saturating_mul(k))
+            .saturating_mul(per_entry),
+    )
 }
 
 /// `a / d` for an exact `d ≠ 0`, bounded.
@@ -77,10 +95,16 @@ fn exact(v: f64) -> Bounded {
     Bounded::exact(v)
 }
 
-/// An upper bound on the single-participation sensitivity of the stored FFT decoder `d`
-/// (module docs), before the neighbouring relation's factor.
-pub(super) fn bound(d: &Fft<'_>, scratch: &mut [f64]) -> Result<f64, Unverifiable> {
+/// An upper bound on the sensitivity of the stored FFT decoder `d` (module docs), before the
+/// neighbouring relation's factor: single participation for `epochs = None`, fixed epoch order
+/// `(k', b)` otherwise.
+pub(super) fn bound(
+    d: &Fft<'_>,
+    epochs: Option<(usize, usize)>,
+    scratch: &mut [f64],
+) -> Result<f64, Unverifiable> {
     let m = d.block as usize;
+    let n = m.saturating_mul(d.stamps as usize);
     let (x, rest) = scratch.split_at_mut(m);
     let (t, work) = rest.split_at_mut(2 * m);
     autocorrelation(d.kernel, m, t);
@@ -88,8 +112,20 @@ pub(super) fn bound(d: &Fft<'_>, scratch: &mut [f64]) -> Result<f64, Unverifiabl
         FftKind::Circulant => {
             levinson(t, x, work)?;
             let epsilon = residual_norm(x, t, work);
+            prefix_sums(x, work);
             let q = block_sums(x, work);
-            Ok(sqrt_up(solve_up(q, epsilon)?))
+            let single = solve_up(q, epsilon)?;
+            let Some((k, b)) = epochs else {
+                return Ok(sqrt_up(single));
+            };
+            // X − X' = 1_{≥i}ᵀ(T̂⁻¹ − M)1_{≥j}, at most ε·√(X[i, i]·X[j, j]) ≤ ε·single
+            // (module docs); one more factor 1/(1 − ε) to spare.
+            let slack = solve_up(epsilon * single * GROW, epsilon)?;
+            let entry = |i: usize, j: usize| {
+                let g = gram_entry(x, work, i, j);
+                (g.v - g.e - slack, g.abs_upper() + slack)
+            };
+            Ok(sqrt_up(patterns(n, m, k, b, entry)?))
         }
         FftKind::OptimalDecoder => {
             for (i, slot) in x.iter_mut().enumerate() {
@@ -99,12 +135,55 @@ pub(super) fn bound(d: &Fft<'_>, scratch: &mut [f64]) -> Result<f64, Unverifiabl
             if !(epsilon.is_finite() && epsilon < 0.5) {
                 return Err(Unverifiable::IllConditioned);
             }
-            let norm = sqrt_up(Bounded::read(t, 0).abs_upper());
-            Ok(norm / (1.0 - epsilon * GROW) * GROW * GROW)
+            let gram = match epochs {
+                None => Bounded::read(t, 0).abs_upper(),
+                Some((k, b)) => {
+                    let entry = |i: usize, j: usize| {
+                        let g = Bounded::read(t, i.abs_diff(j));
+                        (g.v - g.e, g.abs_upper())
+                    };
+                    patterns(n, m, k, b, entry)?
+                }
+            };
+            Ok(sqrt_up(gram) / (1.0 - epsilon * GROW) * GROW * GROW)
         }
         // A kind a later format version adds: its decoder is not one of these two.
         _ => Err(Unverifiable::Form),
     }
+}
+
+/// Fixed epoch order `(k', b)` over the `n` steps of the stamped encoder, whose Gram `X` is
+/// block diagonal with `m × m` blocks given by `entry(i, j) = (lower, upper)` bounds on
+/// `X[i, j]` and `|X[i, j]|` (local indices): `max_s Σ_{i, j ∈ π_s} |X[i, j]|`, rounded up, over
+/// the patterns `π_s = {s, s + b, …}` (`k'` steps at most, within the horizon). That is `sens²`
+/// when `X ≥ 0` on every pattern (001 Eq. 3), which is certified from the lower bounds; otherwise
+/// the compiler's value may come from a smaller bound (`SpectralBound`) and the blob is
+/// [`Unverifiable::Schema`].
+fn patterns(
+    n: usize,
+    m: usize,
+    k: usize,
+    b: usize,
+    mut entry: impl FnMut(usize, usize) -> (f64, f64),
+) -> Result<f64, Unverifiable> {
+    let mut best = 0.0f64;
+    for start in 0..n {
+        let mut sum = UpperSum::default();
+        for i in (start..n).step_by(b).take(k) {
+            for j in (start..n).step_by(b).take(k) {
+                if i / m != j / m {
+                    continue; // different stamps: X[i, j] = 0 exactly
+                }
+                let (lower, upper) = entry(i % m, j % m);
+                if !(lower >= 0.0 && upper.is_finite()) {
+                    return Err(Unverifiable::Schema);
+                }
+                sum.add(upper);
+            }
+        }
+        best = best.max(sum.value());
+    }
+    Ok(best)
 }
 
 /// `t̂_a = Σ_{j<2m} ŷ_j ŷ_{(j+a) mod 2m}` for `a < m`, bounded (`t`: `2m` values). The products
@@ -265,40 +344,51 @@ fn residual_norm(x: &[f64], t: &[f64], work: &mut [f64]) -> f64 {
     worst * (1.0 + (m as f64 + 2.0) * TWO_U) * GROW
 }
 
-/// `max_j q_j`, `q_j = 1_{≥j}ᵀM1_{≥j} = (‖L(x)ᵀ1_{≥j}‖² − ‖L(x̃)ᵀ1_{≥j}‖²)/x₀`, rounded up.
-/// `(L(x)ᵀ1_{≥j})_k = X_{m−1−k} − X_{j−k−1}` (the second term for `k < j` only) with `X` the
-/// prefix sums of `x` (bounded, in `work`: `4m` values).
-fn block_sums(x: &[f64], work: &mut [f64]) -> f64 {
+/// The prefix sums of `x` and of `x̃` (bounded), in `work[..2m]` and `work[2m..4m]`.
+fn prefix_sums(x: &[f64], work: &mut [f64]) {
     let m = x.len();
-    let (prefix, work) = work.split_at_mut(2 * m);
-    let prefix_tilde = &mut work[..2 * m];
+    let (prefix, rest) = work.split_at_mut(2 * m);
     let (mut s, mut s_tilde) = (exact(0.0), exact(0.0));
     for k in 0..m {
         s = s.add(exact(x[k]));
         s_tilde = s_tilde.add(exact(tilde(x, k)));
         s.write(prefix, k);
-        s_tilde.write(prefix_tilde, k);
+        s_tilde.write(rest, k);
     }
-    let mut best = 0.0f64;
-    for j in 0..m {
-        let mut q = exact(0.0);
-        for k in 0..m {
-            let (mut a, mut b) = (
-                Bounded::read(prefix, m - 1 - k),
-                Bounded::read(prefix_tilde, m - 1 - k),
-            );
-            if k < j {
-                a = a.sub(Bounded::read(prefix, j - k - 1));
-                b = b.sub(Bounded::read(prefix_tilde, j - k - 1));
-            }
-            q = q.add(a.mul(a).sub(b.mul(b)));
-        }
-        let q = quotient(q, x[0]).abs_upper();
-        best = if best.is_nan() || q.is_nan() {
-            f64::NAN
+}
+
+/// `1_{≥i}ᵀM1_{≥j} = ((L(x)ᵀ1_{≥i})·(L(x)ᵀ1_{≥j}) − (L(x̃)ᵀ1_{≥i})·(L(x̃)ᵀ1_{≥j}))/x₀`, bounded;
+/// `(L(x)ᵀ1_{≥i})_k = X_{m−1−k} − X_{i−k−1}` (the second term for `k < i` only) with `X` the
+/// prefix sums of [`prefix_sums`].
+fn gram_entry(x: &[f64], prefixes: &[f64], i: usize, j: usize) -> Bounded {
+    let m = x.len();
+    let (prefix, prefix_tilde) = prefixes[..4 * m].split_at(2 * m);
+    let column = |p: &[f64], c: usize, k: usize| {
+        let full = Bounded::read(p, m - 1 - k);
+        if k < c {
+            full.sub(Bounded::read(p, c - k - 1))
         } else {
-            best.max(q)
-        };
+            full
+        }
+    };
+    let mut sum = exact(0.0);
+    for k in 0..m {
+        let a = column(prefix, i, k).mul(column(prefix, j, k));
+        let b = column(prefix_tilde, i, k).mul(column(prefix_tilde, j, k));
+        sum = sum.add(a.sub(b));
     }
-    best
+    quotient(sum, x[0])
+}
+
+/// `max_j q_j`, `q_j = 1_{≥j}ᵀM1_{≥j}`, rounded up (`work`: the `4m` prefix sums).
+fn block_sums(x: &[f64], prefixes: &[f64]) -> f64 {
+    (0..x.len())
+        .map(|j| gram_entry(x, prefixes, j, j).abs_upper())
+        .fold(0.0f64, |best, q| {
+            if best.is_nan() || q.is_nan() {
+                f64::NAN
+            } else {
+                best.max(q)
+            }
+        })
 }

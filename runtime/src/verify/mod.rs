@@ -38,9 +38,11 @@
 //! | banded + low rank, prefix sum | single | `max_j ‖B̂⁻¹ S e_j‖²`, forward substitution per column, checked by its residual | `n²(h + 2r)/2` | `h + 2r` |
 //! | FFT Circulant, `s` stamps | single | `max_j (SᵀT̂⁻¹S)[j, j]` of one block, `T̂⁻¹` by Levinson–Durbin checked by its Gohberg–Semencul residual ([`fft`]) | `14m²` | `18m` |
 //! | FFT OptimalDecoder, `s` stamps | single | `‖ŷ‖/(1 − ‖M̂T̂ − I‖₁)`, the residual of the stored generator bounded in `O(m²)` ([`fft`]) | `11m²` | `18m` |
+//! | FFT, both kinds | fixed epoch order, Gram `≥ 0` on the patterns | `max_π 1ᵀX[π, π]1` of the block-diagonal Gram, signs certified ([`fft`]) | the above `+ n·k'²·2m` (Circulant), `+ n·k'²` (OptimalDecoder) | `18m` |
 //!
 //! with `k' = min(k, ⌈n/b⌉)` and `m` the FFT block. Everything else is [`Unverifiable`]: the FFT
-//! forms under several participations (the compiler's value comes from the dense encoder), the
+//! forms under min separation or with a Gram not certified non-negative on a pattern (the
+//! compiler's value then comes from a search or a spectral bound on the dense encoder), the
 //! banded form under several participations (its exact methods need the whole Gram matrix) or
 //! for a custom workload (the blob does not store `A`), a BandMF encoder with more bands than
 //! the separation, a residual too large to certify, and any case whose operations exceed the
@@ -65,8 +67,9 @@ pub enum Unverifiable {
     /// The decoder form has no verification here (a form a later format version adds; every
     /// form of this version has one).
     Form,
-    /// The participation schema has no exact verification for this form (the banded form and the
-    /// FFT forms under several participations; a BandMF encoder with more bands than the
+    /// The participation schema has no exact verification for this form (the banded form under
+    /// several participations; the FFT forms under min separation, or under fixed epoch order
+    /// with a Gram not non-negative on a pattern; a BandMF encoder with more bands than the
     /// separation).
     Schema,
     /// The workload is custom and the blob does not store it (the banded form's sensitivity is
@@ -236,7 +239,10 @@ pub fn scratch_len(m: &Validated<'_>) -> usize {
             }
             _ => 0,
         },
-        Decoder::Fft(d) if m.header.participation == Participation::Single => fft::scratch_len(&d),
+        Decoder::Fft(d) => match m.header.participation {
+            Participation::Single | Participation::FixedEpochOrder { .. } => fft::scratch_len(&d),
+            _ => 0,
+        },
         _ => 0,
     }
 }
@@ -277,7 +283,13 @@ pub fn operations(m: &Validated<'_>) -> Option<u64> {
                 (_, Some((k, _)), _) => n.saturating_mul(bands + k as u64),
             })
         }
-        Decoder::Fft(d) => ks.is_none().then(|| fft::operations(&d)),
+        Decoder::Fft(d) => match (ks, m.header.participation) {
+            (None, _) => Some(fft::operations(&d, None)),
+            (Some((k, _)), Participation::FixedEpochOrder { .. }) => {
+                Some(fft::operations(&d, Some(k)))
+            }
+            _ => None,
+        },
         _ => None,
     }
 }
@@ -321,7 +333,7 @@ pub fn sensitivity_bound(
             }
             banded(d, steps, scratch)?
         }
-        Decoder::Fft(d) => fft::bound(&d, scratch)?,
+        Decoder::Fft(d) => fft::bound(&d, ks, scratch)?,
         _ => return Err(Unverifiable::Form),
     };
     let factor = match m.header.neighbouring {
