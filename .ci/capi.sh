@@ -51,6 +51,7 @@ for spec in "banded:--steps 48 --band 4 --rank 3" \
     "bandmf-momentum:--form bandmf --steps 32 --bands 3 --workload momentum:0.9" \
     "bandmf-every:--form bandmf --steps 32 --bands 3 --epochs 2 --every 16 --neighbouring replace-one" \
     "fft:--form fft --steps 64 --stamps 2" \
+    "fft-every:--form fft --steps 64 --stamps 2 --epochs 4 --every 16" \
     "fft-optimal:--form fft-optimal --steps 96 --stamps 3 --neighbouring replace-one"; do
     name=${spec%%:*}
     # shellcheck disable=SC2086 # the options are words
