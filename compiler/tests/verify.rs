@@ -100,6 +100,10 @@ const VERIFIED: &[(&str, &str)] = &[
         "--form fft --steps 48 --stamps 2 --epochs 3 --every 16",
     ),
     (
+        "fft-every-absolute",
+        "--form fft --steps 200 --epochs 10 --every 20",
+    ),
+    (
         "fft-optimal-every",
         "--form fft-optimal --steps 64 --stamps 4 --epochs 4 --every 16",
     ),

@@ -167,6 +167,10 @@ fn fft_fixed_epoch_order_matches_the_dense_reference() {
             (16, 1, 2, 8),
             (6, 4, 3, 7),
             (9, 2, 6, 3),
+            // Negative Gram entries on the patterns: Circulant records (and the device checks)
+            // the absolute-Gram bound; OptimalDecoder is unverifiable.
+            (200, 1, 10, 20),
+            (64, 1, 8, 8),
         ] {
             let participation = Participation::fixed_epoch_order(k, b).unwrap();
             check_against_reference(kind, m, stamps, participation);
@@ -211,4 +215,26 @@ fn fft_budget_and_scratch_are_enforced() {
             Ok(Verdict::Verified { .. })
         ));
     }
+}
+
+/// A Circulant blob whose Gram has negative entries on a pattern is checked against the
+/// absolute-Gram bound only when it records that method: relabelled `SpectralBound` (CRC
+/// recomputed) it is unverifiable, not verified against a bound it does not claim.
+#[test]
+fn fft_absolute_gram_bound_only_when_recorded() {
+    let participation = Participation::fixed_epoch_order(10, 20).unwrap();
+    let (compiled, bytes) = compiled(FftKind::Circulant, 200, 1, participation);
+    assert_eq!(
+        compiled.sensitivity_method,
+        SensitivityMethod::AbsoluteGramBound
+    );
+    let mut m = Mechanism::from_bytes(&bytes).unwrap().into_inner();
+    m.header.sensitivity.method = SensitivityMethod::SpectralBound;
+    let relabelled = m.to_vec().unwrap();
+    let blob = Mechanism::from_bytes(&relabelled).unwrap();
+    let mut scratch = vec![0.0; verify::scratch_len(&blob)];
+    assert_eq!(
+        verify::verify(&blob, &mut scratch, u64::MAX),
+        Ok(Verdict::Unverifiable(Unverifiable::Schema))
+    );
 }

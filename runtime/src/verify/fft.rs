@@ -35,7 +35,8 @@
 //! **Fixed epoch order** `(k, b)` (participations exactly `b` apart; `k' = min(k, ⌈n/b⌉)`): the
 //! compiler records `max_π (1ᵀX[π, π]1)^{1/2}` over the patterns `π = {s, s + b, …}` when `X ≥ 0`
 //! on every pattern (001 Eq. 3, `NonnegativeGram`), else the smaller of two bounds. Here the
-//! pattern sums of `|X|` are bounded from above and the signs certified from below (`patterns`):
+//! pattern sums of `|X|` are bounded from above and the signs certified from below (`patterns`;
+//! a Circulant blob that records `AbsoluteGramBound` is checked against the sums of `|X|`):
 //! `X = SᵀT̂⁻¹S` for Mechanism 1, each entry `1_{≥i}ᵀM1_{≥j}` within `ε·max_j X[j, j]` of
 //! `1_{≥i}ᵀT̂⁻¹1_{≥j}` (`T̂^{1/2}MT̂^{1/2} − I` has norm at most `ε`); `X = T̂` (then divided by
 //! `1 − ε`) for Mechanism 2. A Gram not certified non-negative on a pattern, and min separation,
@@ -52,7 +53,7 @@
 //! `q_j` (`2m²`): `14m²`. Fixed epoch order adds `n·k'²` Gram entries, `2m` operations each
 //! for Mechanism 1 and one for Mechanism 2. Scratch: `18m` `f64`s.
 
-use mfc_formats::{F32Table, Fft, FftKind};
+use mfc_formats::{F32Table, Fft, FftKind, SensitivityMethod};
 
 use super::{Bounded, GROW, TINY, TWO_U, Unverifiable, UpperSum, solve_up, sqrt_up};
 
@@ -97,10 +98,12 @@ fn exact(v: f64) -> Bounded {
 
 /// An upper bound on the sensitivity of the stored FFT decoder `d` (module docs), before the
 /// neighbouring relation's factor: single participation for `epochs = None`, fixed epoch order
-/// `(k', b)` otherwise.
+/// `(k', b)` otherwise, where the blob's recorded `method` decides whether the absolute-Gram
+/// bound is the quantity to check.
 pub(super) fn bound(
     d: &Fft<'_>,
     epochs: Option<(usize, usize)>,
+    method: SensitivityMethod,
     scratch: &mut [f64],
 ) -> Result<f64, Unverifiable> {
     let m = d.block as usize;
@@ -123,9 +126,12 @@ pub(super) fn bound(
             let slack = solve_up(epsilon * single * GROW, epsilon)?;
             let entry = |i: usize, j: usize| {
                 let g = gram_entry(x, work, i, j);
-                (g.v - g.e - slack, g.abs_upper() + slack)
+                // X ≥ g.v − g.e − slack ≥ 0; |X| ≤ |g.v| + g.e + slack, the sums rounded up.
+                (g.v >= (g.e + slack) * GROW, (g.abs_upper() + slack) * GROW)
             };
-            Ok(sqrt_up(patterns(n, m, k, b, entry)?))
+            // The compiler records the absolute-Gram bound when it is below the spectral one.
+            let absolute = method == SensitivityMethod::AbsoluteGramBound;
+            Ok(sqrt_up(patterns(n, m, k, b, absolute, entry)?))
         }
         FftKind::OptimalDecoder => {
             for (i, slot) in x.iter_mut().enumerate() {
@@ -140,9 +146,11 @@ pub(super) fn bound(
                 Some((k, b)) => {
                     let entry = |i: usize, j: usize| {
                         let g = Bounded::read(t, i.abs_diff(j));
-                        (g.v - g.e, g.abs_upper())
+                        (g.v >= g.e, g.abs_upper())
                     };
-                    patterns(n, m, k, b, entry)?
+                    // The recorded method (`GeneratorResidualBound`) does not say which bound
+                    // the compiler divided by `1 − ε`: only the exact case is checked.
+                    patterns(n, m, k, b, false, entry)?
                 }
             };
             Ok(sqrt_up(gram) / (1.0 - epsilon * GROW) * GROW * GROW)
@@ -153,18 +161,20 @@ pub(super) fn bound(
 }
 
 /// Fixed epoch order `(k', b)` over the `n` steps of the stamped encoder, whose Gram `X` is
-/// block diagonal with `m × m` blocks given by `entry(i, j) = (lower, upper)` bounds on
-/// `X[i, j]` and `|X[i, j]|` (local indices): `max_s Σ_{i, j ∈ π_s} |X[i, j]|`, rounded up, over
-/// the patterns `π_s = {s, s + b, …}` (`k'` steps at most, within the horizon). That is `sens²`
-/// when `X ≥ 0` on every pattern (001 Eq. 3), which is certified from the lower bounds; otherwise
-/// the compiler's value may come from a smaller bound (`SpectralBound`) and the blob is
-/// [`Unverifiable::Schema`].
+/// block diagonal with `m × m` blocks: `entry(i, j) = (certified, upper)` (local indices) says
+/// whether `X[i, j] ≥ 0` is certified and bounds `|X[i, j]|`. Returns
+/// `max_s Σ_{i, j ∈ π_s} |X[i, j]|`, rounded up, over the patterns `π_s = {s, s + b, …}` (`k'`
+/// steps at most, within the horizon): `sens²` when `X ≥ 0` on every pattern (001 Eq. 3), and
+/// otherwise an upper bound on it (the absolute-Gram bound), used only when `absolute` says the
+/// blob records that bound; else the compiler's value may come from a smaller one
+/// (`SpectralBound`) and the blob is [`Unverifiable::Schema`].
 fn patterns(
     n: usize,
     m: usize,
     k: usize,
     b: usize,
-    mut entry: impl FnMut(usize, usize) -> (f64, f64),
+    absolute: bool,
+    mut entry: impl FnMut(usize, usize) -> (bool, f64),
 ) -> Result<f64, Unverifiable> {
     let mut best = 0.0f64;
     for start in 0..n {
@@ -174,8 +184,8 @@ fn patterns(
                 if i / m != j / m {
                     continue; // different stamps: X[i, j] = 0 exactly
                 }
-                let (lower, upper) = entry(i % m, j % m);
-                if !(lower >= 0.0 && upper.is_finite()) {
+                let (certified, upper) = entry(i % m, j % m);
+                if !((certified || absolute) && upper.is_finite()) {
                     return Err(Unverifiable::Schema);
                 }
                 sum.add(upper);

@@ -38,7 +38,7 @@
 //! | banded + low rank, prefix sum | single | `max_j ‖B̂⁻¹ S e_j‖²`, forward substitution per column, checked by its residual | `n²(h + 2r)/2` | `h + 2r` |
 //! | FFT Circulant, `s` stamps | single | `max_j (SᵀT̂⁻¹S)[j, j]` of one block, `T̂⁻¹` by Levinson–Durbin checked by its Gohberg–Semencul residual ([`fft`]) | `14m²` | `18m` |
 //! | FFT OptimalDecoder, `s` stamps | single | `‖ŷ‖/(1 − ‖M̂T̂ − I‖₁)`, the residual of the stored generator bounded in `O(m²)` ([`fft`]) | `11m²` | `18m` |
-//! | FFT, both kinds | fixed epoch order, Gram `≥ 0` on the patterns | `max_π 1ᵀX[π, π]1` of the block-diagonal Gram, signs certified ([`fft`]) | the above `+ n·k'²·2m` (Circulant), `+ n·k'²` (OptimalDecoder) | `18m` |
+//! | FFT, both kinds | fixed epoch order, Gram `≥ 0` on the patterns (Circulant: or `AbsoluteGramBound` recorded) | `max_π 1ᵀ\|X[π, π]\|1` of the block-diagonal Gram, signs certified ([`fft`]) | the above `+ n·k'²·2m` (Circulant), `+ n·k'²` (OptimalDecoder) | `18m` |
 //!
 //! with `k' = min(k, ⌈n/b⌉)` and `m` the FFT block. Everything else is [`Unverifiable`]: the FFT
 //! forms under min separation or with a Gram not certified non-negative on a pattern (the
@@ -333,7 +333,7 @@ pub fn sensitivity_bound(
             }
             banded(d, steps, scratch)?
         }
-        Decoder::Fft(d) => fft::bound(&d, ks, scratch)?,
+        Decoder::Fft(d) => fft::bound(&d, ks, m.header.sensitivity.method, scratch)?,
         _ => return Err(Unverifiable::Form),
     };
     let factor = match m.header.neighbouring {
