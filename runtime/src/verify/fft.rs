@@ -50,8 +50,9 @@
 //!
 //! Cost (multiply-adds, `m` the block): `t̂` `2m²`, `β, β̃` `2m²`, `M[:, m−1]` `m²`, `M t̂` `2m²`,
 //! the recursion `4m²`: `11m²` for Mechanism 2; Mechanism 1 adds Levinson–Durbin (`m²`) and the
-//! `q_j` (`2m²`): `14m²`. Fixed epoch order adds `n·k'²` Gram entries, `2m` operations each
-//! for Mechanism 1 and one for Mechanism 2. Scratch: `18m` `f64`s.
+//! `q_j` (`2m²`): `14m²`. Fixed epoch order adds at most `n·k'²` Gram entries (pairs in one
+//! stamp only), `2m` operations each for Mechanism 1 and one for Mechanism 2. Scratch: `18m`
+//! `f64`s.
 
 use mfc_formats::{F32Table, Fft, FftKind, SensitivityMethod};
 
