@@ -384,9 +384,13 @@ fn gram_entry(x: &[f64], prefixes: &[f64], i: usize, j: usize) -> Bounded {
     };
     let mut sum = exact(0.0);
     for k in 0..m {
-        let a = column(prefix, i, k).mul(column(prefix, j, k));
-        let b = column(prefix_tilde, i, k).mul(column(prefix_tilde, j, k));
-        sum = sum.add(a.sub(b));
+        let (a, a_tilde) = (column(prefix, i, k), column(prefix_tilde, i, k));
+        let (b, b_tilde) = if i == j {
+            (a, a_tilde) // the diagonal: each column once (soft-float devices)
+        } else {
+            (column(prefix, j, k), column(prefix_tilde, j, k))
+        };
+        sum = sum.add(a.mul(b).sub(a_tilde.mul(b_tilde)));
     }
     quotient(sum, x[0])
 }
