@@ -40,8 +40,9 @@ for form in banded blt fft bandmf blt-unbounded; do
 done
 
 # Issue 20: mfc_verify accepts what the compiler writes and refuses the same blob with its
-# recorded sensitivity lowered by 1% (CRC recomputed), for every form it verifies (and a BLT
-# bound for every horizon, `--horizon unbounded`).
+# recorded sensitivity lowered by 1% (CRC recomputed), for every form it verifies (both FFT
+# kinds since the FFT check, runtime/src/verify/fft.rs, and a BLT bound for every horizon,
+# `--horizon unbounded`).
 cc -O2 -Wall -Wextra -Werror -I runtime/capi/include runtime/capi/examples/verify.c \
     target/release/libmfc.a -lpthread -ldl -lm -o target/verify-c
 for spec in "banded:--steps 48 --band 4 --rank 3" \
@@ -52,7 +53,10 @@ for spec in "banded:--steps 48 --band 4 --rank 3" \
     "bandmf-toeplitz:--form bandmf --toeplitz --steps 64 --bands 4 --epochs 4 --min-sep 16" \
     "bandmf-momentum:--form bandmf --steps 32 --bands 3 --workload momentum:0.9" \
     "bandmf-every:--form bandmf --steps 32 --bands 3 --epochs 2 --every 16 --neighbouring replace-one" \
-    "blt-unbounded:--form blt --steps 48 --buffers 4 --horizon unbounded"; do
+    "blt-unbounded:--form blt --steps 48 --buffers 4 --horizon unbounded" \
+    "fft:--form fft --steps 64 --stamps 2" \
+    "fft-every:--form fft --steps 64 --stamps 2 --epochs 4 --every 16" \
+    "fft-optimal:--form fft-optimal --steps 96 --stamps 3 --neighbouring replace-one"; do
     name=${spec%%:*}
     # shellcheck disable=SC2086 # the options are words
     cargo run --release -q -p mfc-compiler --bin mfc -- compile --epsilon 2 --delta 1e-6 \

@@ -2,8 +2,10 @@
 //! form of Cor. J.1, and compile times up to the optimal FFT decoder at `n = 10⁴`.
 //!
 //! `cargo bench -p mfc-compiler --bench fft` prints every table; `-- table`, `-- closed`,
-//! `-- time N…` (compile times for the given horizons, single participation) or `-- replay M`
-//! (device replay with blocks of `M` steps against the banded form) prints one.
+//! `-- time N…` (compile times for the given horizons, single participation), `-- replay M`
+//! (device replay with blocks of `M` steps against the banded form) or `-- verify N…` (the
+//! device's check of the recorded sensitivity, `mfc_runtime::verify`, at the given horizons,
+//! single participation, one block) prints one.
 
 use std::time::Instant;
 
@@ -14,7 +16,7 @@ use mfc_formats::{
     BandedLowRank, Calibration, Decoder, ErrorSummary, F32Table, Header, Mechanism,
     Participation as StoredParticipation, Sensitivity, SensitivityMethod, Workload, encode_f32s,
 };
-use mfc_runtime::{ChaChaNoise, FftStream, Stream};
+use mfc_runtime::{ChaChaNoise, FftStream, Stream, verify};
 
 fn table_one() {
     let participation = Participation::fixed_epoch_order(20, 100).expect("valid (k, b)");
@@ -105,6 +107,17 @@ fn closed_form() {
     }
 }
 
+/// The mechanism of `kind` for `n` steps in one block, single participation.
+fn single_block(n: usize, kind: FftKind) -> mfc_compiler::fft::FftMechanism {
+    compile_fft(&FftOptions {
+        steps: n,
+        stamps: 1,
+        kind,
+        participation: Participation::Single,
+    })
+    .expect("FFT mechanism compiles")
+}
+
 fn times(horizons: &[usize]) {
     println!("compile time, single participation (2 cores); sqrt(L) of what ships");
     println!(
@@ -114,13 +127,7 @@ fn times(horizons: &[usize]) {
     for &n in horizons {
         for kind in [FftKind::Circulant, FftKind::OptimalDecoder] {
             let start = Instant::now();
-            let compiled = compile_fft(&FftOptions {
-                steps: n,
-                stamps: 1,
-                kind,
-                participation: Participation::Single,
-            })
-            .expect("FFT mechanism compiles");
+            let compiled = single_block(n, kind);
             println!(
                 "| {n} | {kind:?} | {:.2} | {:.4} | {:.4} | {:.1e} | {} |",
                 start.elapsed().as_secs_f64(),
@@ -266,6 +273,41 @@ fn replay(block: usize) {
     }
 }
 
+/// The device's check of every FFT blob at horizon `n` (one block): operations, scratch, host
+/// time (median of 5), and how far the bound `U` is above the compiler's own value (before
+/// `blob::certified` records `U`).
+fn verify_times(horizons: &[usize]) {
+    println!("Device verification (mfc_runtime::verify), single participation, s = 1");
+    println!(
+        "| kind | n | operations | scratch f64 | U / compiler − 1 | host seconds (median of 5) |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for &n in horizons {
+        for kind in [FftKind::Circulant, FftKind::OptimalDecoder] {
+            let compiled = single_block(n, kind);
+            let bytes = encode_fft(&compiled, &BlobOptions::default()).expect("blob");
+            let mechanism = Mechanism::from_bytes(&bytes).expect("valid blob");
+            let mut scratch = vec![0.0; verify::scratch_len(&mechanism)];
+            let mut seconds = Vec::new();
+            let mut bound = f64::NAN;
+            for _ in 0..5 {
+                let start = Instant::now();
+                bound = verify::sensitivity_bound(&mechanism, &mut scratch, u64::MAX)
+                    .expect("the FFT blob verifies");
+                seconds.push(start.elapsed().as_secs_f64());
+            }
+            seconds.sort_by(f64::total_cmp);
+            println!(
+                "| {kind:?} | {n} | {} | {} | {:.1e} | {:.3} |",
+                verify::operations(&mechanism).unwrap_or(0),
+                scratch.len(),
+                bound / compiled.sensitivity - 1.0,
+                seconds[2]
+            );
+        }
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args()
         .skip(1)
@@ -275,6 +317,10 @@ fn main() {
         Some("table") => table_one(),
         Some("closed") => closed_form(),
         Some("replay") => replay(args.get(1).and_then(|a| a.parse().ok()).unwrap_or(2000)),
+        Some("verify") => {
+            let horizons: Vec<usize> = args[1..].iter().filter_map(|a| a.parse().ok()).collect();
+            verify_times(&horizons);
+        }
         Some("time") => {
             let horizons: Vec<usize> = args[1..].iter().filter_map(|a| a.parse().ok()).collect();
             times(&horizons);
@@ -284,6 +330,7 @@ fn main() {
             table_one();
             times(&[512, 2048, 10_000]);
             replay(2000);
+            verify_times(&[512, 2048, 10_000]);
         }
     }
 }

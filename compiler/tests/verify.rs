@@ -92,6 +92,33 @@ const VERIFIED: &[(&str, &str)] = &[
         "bandmf-momentum",
         "--form bandmf --toeplitz --steps 32 --bands 4 --workload momentum:0.9",
     ),
+    ("fft", "--form fft --steps 16"),
+    ("fft-m1", "--form fft --steps 3 --stamps 3"),
+    ("fft-stamps", "--form fft --steps 120 --stamps 3"),
+    ("fft-long", "--form fft --steps 500"),
+    ("fft-optimal", "--form fft-optimal --steps 16"),
+    ("fft-optimal-m1", "--form fft-optimal --steps 2 --stamps 2"),
+    (
+        "fft-optimal-stamps",
+        "--form fft-optimal --steps 120 --stamps 4",
+    ),
+    ("fft-optimal-long", "--form fft-optimal --steps 500"),
+    (
+        "fft-every",
+        "--form fft --steps 48 --stamps 2 --epochs 3 --every 16",
+    ),
+    (
+        "fft-every-absolute",
+        "--form fft --steps 200 --epochs 10 --every 20",
+    ),
+    (
+        "fft-optimal-every",
+        "--form fft-optimal --steps 64 --stamps 4 --epochs 4 --every 16",
+    ),
+    (
+        "fft-optimal-replace",
+        "--form fft-optimal --steps 64 --stamps 2 --neighbouring replace-one",
+    ),
 ];
 
 #[test]
@@ -134,11 +161,15 @@ fn every_compiled_blob_verifies_and_a_lowered_sensitivity_is_refused() {
 #[test]
 fn what_the_device_cannot_check_is_unverifiable_not_refused() {
     for (name, extra, why) in [
-        ("fft", "--form fft --steps 16", Unverifiable::Form),
         (
-            "fft-optimal",
-            "--form fft-optimal --steps 16",
-            Unverifiable::Form,
+            "fft-min-sep",
+            "--form fft --steps 16 --stamps 2 --epochs 2 --min-sep 8",
+            Unverifiable::Schema,
+        ),
+        (
+            "fft-optimal-min-sep",
+            "--form fft-optimal --steps 16 --epochs 2 --min-sep 8",
+            Unverifiable::Schema,
         ),
         (
             "banded-min-sep",

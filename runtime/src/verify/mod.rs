@@ -15,11 +15,13 @@
 //! `1 + 2⁻⁴⁸` for the rounding of the bound's own arithmetic), `ŷ` taken as exact, so the bounds
 //! never compound along the solve; then `y − ŷ` is the encoder applied to `ρ`, which gives
 //! `Y ≤ Ŷ/(1 − a)` with `a` a multiple of `‖ρ‖₁` (the module [`banded`] and the function `blt`
-//! below). When `a` exceeds `10⁻⁶` the blob is [`Unverifiable::IllConditioned`] rather than refused.
+//! below; the FFT forms' Toeplitz inverse in [`fft`]). When `a` exceeds `10⁻⁶` the blob is
+//! [`Unverifiable::IllConditioned`] rather than refused.
 //! The compiler records `max(sens, U)` (`mfc_compiler::blob`): the arithmetic is IEEE `+ − × ÷` and a
 //! correctly rounded square root, without fused multiply-adds, so host and device compute the
 //! same `U` bit for bit, and every blob the compiler writes verifies. Blobs written before this
-//! check existed record the compiler's value, which may be below `U` by rounding (`10⁻¹⁵`):
+//! check existed record the compiler's value, which may be below `U` by rounding (`10⁻¹⁵`; the FFT
+//! forms' `U` is up to `2·10⁻⁷` above it at `m = 10⁴`, `fft`):
 //! they are refused, with a message that says to recompile them.
 //!
 //! **What is verified, exactly (each the same value as the compiler's method, up to rounding).**
@@ -36,12 +38,18 @@
 //! | BLT, every horizon (`BltTailBound`) | single | `Σ_{t<T} c_t²` as above plus a tail through `‖A^k‖_∞ ≤ ½` ([`blt_tail`]) | `k·(m² + 2m) + T·m`, counted as it runs | `m² + 3m` |
 //! | banded + low rank, prefix sum | single | `max_j ‖B̂⁻¹ S e_j‖²`, forward substitution per column, checked by its residual ([`banded`]) | `n(n + 1)/2 · (h + 2r)` | `h + 2r` |
 //! | banded + low rank, prefix sum | fixed epoch order | `max_π Σ_{i,j∈π} \|X_ij\|`, `X = ĈᵀĈ`, over the windows of `k'` columns `b` apart ([`banded`]) | `n(n + 1)/2 · (h + 2r + k')` | `⌈n/b⌉(h + 2r + 1 + k')` |
+//! | FFT Circulant, `s` stamps | single | `max_j (SᵀT̂⁻¹S)[j, j]` of one block, `T̂⁻¹` by Levinson–Durbin checked by its Gohberg–Semencul residual ([`fft`]) | `14m²` | `18m` |
+//! | FFT OptimalDecoder, `s` stamps | single | `‖ŷ‖/(1 − ‖M̂T̂ − I‖₁)`, the residual of the stored generator bounded in `O(m²)` ([`fft`]) | `11m²` | `18m` |
+//! | FFT, both kinds | fixed epoch order, Gram `≥ 0` on the patterns (Circulant: or `AbsoluteGramBound` recorded) | `max_π 1ᵀ\|X[π, π]\|1` of the block-diagonal Gram, signs certified ([`fft`]) | the above `+ n·k'²·2m` (Circulant), `+ n·k'²` (OptimalDecoder) | `18m` |
 //!
-//! with `k' = min(k, ⌈n/b⌉)`. Everything else is [`Unverifiable`]: the FFT forms, the banded form
-//! under min separation (the compiler's branch and bound needs the whole Gram matrix) or for a
-//! custom workload (the blob does not store `A`), a BandMF encoder with more bands than the
-//! separation, a residual too large to certify, and any case whose operations exceed the caller's budget or
-//! whose scratch is short. Refusing or accepting such a blob is the caller's policy
+//! with `k' = min(k, ⌈n/b⌉)` and `m` the FFT block. Everything else is [`Unverifiable`]: the FFT
+//! forms under min separation or with a Gram not certified non-negative on a pattern (the
+//! compiler's value then comes from a search or a spectral bound on the dense encoder), the
+//! banded form under min separation (the compiler's branch and bound needs the whole Gram
+//! matrix) or for a custom workload (the blob does not store `A`), a BandMF encoder with more
+//! bands than the separation, a residual too large to certify, and any case whose operations
+//! exceed the caller's budget or whose scratch is short. Refusing or accepting such a blob is the
+//! caller's policy
 //! ([`Verdict::Unverifiable`], [`crate::policy`]); verification never refuses a blob it could
 //! not check.
 
@@ -54,16 +62,20 @@ use crate::Error;
 
 mod banded;
 pub mod blt_tail;
+pub mod fft;
 
 /// Why a blob's sensitivity could not be checked within what the caller allowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum Unverifiable {
-    /// The decoder form has no verification here (the FFT forms).
+    /// The decoder form has no verification here (a form a later format version adds; every
+    /// form of this version has one).
     Form,
     /// The participation schema has no exact verification for this form (the banded form under
-    /// min separation; a BandMF encoder with more bands than the separation).
+    /// min separation; the FFT forms under min separation, or under fixed epoch order with a
+    /// Gram not non-negative on a pattern; a BandMF encoder with more bands than the
+    /// separation).
     Schema,
     /// The workload is custom and the blob does not store it (the banded form's sensitivity is
     /// that of `B̂⁻¹A`).
@@ -239,6 +251,10 @@ pub fn scratch_len(m: &Validated<'_>) -> usize {
             }
             _ => 0,
         },
+        Decoder::Fft(d) => match m.header.participation {
+            Participation::Single | Participation::FixedEpochOrder { .. } => fft::scratch_len(&d),
+            _ => 0,
+        },
         _ => 0,
     }
 }
@@ -282,6 +298,13 @@ pub fn operations(m: &Validated<'_>) -> Option<u64> {
                 (_, Some((k, _)), _) => n.saturating_mul(bands + k as u64),
             })
         }
+        Decoder::Fft(d) => match (ks, m.header.participation) {
+            (None, _) => Some(fft::operations(&d, None)),
+            (Some((k, _)), Participation::FixedEpochOrder { .. }) => {
+                Some(fft::operations(&d, Some(k)))
+            }
+            _ => None,
+        },
         _ => None,
     }
 }
@@ -311,7 +334,7 @@ pub fn sensitivity_bound(
     }
     let Some(needed_ops) = operations(m) else {
         return Err(match m.decoder {
-            Decoder::BandedLowRank(_) | Decoder::BandMf(_) | Decoder::Blt(_) => {
+            Decoder::BandedLowRank(_) | Decoder::BandMf(_) | Decoder::Blt(_) | Decoder::Fft(_) => {
                 Unverifiable::Schema
             }
             _ => Unverifiable::Form,
@@ -337,6 +360,7 @@ pub fn sensitivity_bound(
             }
             banded::bound(d, steps, ks, scratch)?
         }
+        Decoder::Fft(d) => fft::bound(&d, ks, m.header.sensitivity.method, scratch)?,
         _ => return Err(Unverifiable::Form),
     };
     let bound = factor * bound;

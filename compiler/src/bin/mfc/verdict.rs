@@ -20,7 +20,7 @@ pub struct Outcome {
 /// Why a blob could not be checked, in words.
 fn reason(why: Unverifiable) -> String {
     match why {
-        Unverifiable::Form => "the FFT forms have no device-side verification".into(),
+        Unverifiable::Form => "this decoder form has no device-side verification".into(),
         Unverifiable::Schema => {
             "no exact device-side method for this form under this participation schema".into()
         }

@@ -20,9 +20,13 @@
 //!     --epsilon 2 --delta 1e-6 --out examples/firmware/verify-bandmf.mfc            # 0x5325f48d
 //! mfc compile --workload prefix --form blt --buffers 4 --steps 48 --horizon unbounded \
 //!     --epsilon 2 --delta 1e-6 --out examples/firmware/verify-blt-unbounded.mfc     # 0x14d927ca
+//! mfc compile --workload prefix --form fft --steps 32 --stamps 2 --epsilon 2 --delta 1e-6 \
+//!     --out examples/firmware/verify-fft.mfc                                     # 0xe4f0f340
+//! mfc compile --workload prefix --form fft-optimal --steps 32 --stamps 2 --epsilon 2 \
+//!     --delta 1e-6 --out examples/firmware/verify-fft-optimal.mfc                # 0x34b83cf2
 //! ```
 //!
-//! The last is the README's BLT with a bound for every horizon (`verify::blt_tail`), whose
+//! The fifth is the README's BLT with a bound for every horizon (`verify::blt_tail`), whose
 //! operations are counted as it runs.
 //!
 //! Exit codes (semihosting): 0 every blob verified and every lowered one refused, 1 otherwise,
@@ -48,7 +52,7 @@ mod log {
 }
 
 /// The blobs, with their names.
-static BLOBS: [(&str, &[u8]); 5] = [
+static BLOBS: [(&str, &[u8]); 7] = [
     ("banded (h, r) = (4, 4), n = 64, single", include_bytes!("../../verify-banded.mfc")),
     (
         "banded (h, r) = (4, 4), n = 64, fixed epoch order (4, 16)",
@@ -57,6 +61,11 @@ static BLOBS: [(&str, &[u8]); 5] = [
     ("blt m = 4, n = 4096, min-sep (4, 16)", include_bytes!("../../verify-blt.mfc")),
     ("bandmf general b = 8, n = 64, min-sep (4, 16)", include_bytes!("../../verify-bandmf.mfc")),
     ("blt m = 4, n = 48, unbounded horizon", include_bytes!("../../verify-blt-unbounded.mfc")),
+    ("fft circulant m = 16, s = 2, single", include_bytes!("../../verify-fft.mfc")),
+    (
+        "fft optimal decoder m = 16, s = 2, single",
+        include_bytes!("../../verify-fft-optimal.mfc"),
+    ),
 ];
 
 /// Scratch for the verification: the most any of the blobs needs.
