@@ -28,6 +28,7 @@ pub mod signing;
 pub mod stamp;
 pub mod toeplitz;
 pub mod tree;
+pub mod verdict;
 pub mod workload;
 
 pub use error::{Error, Result};

@@ -149,6 +149,16 @@ impl Mechanism {
         to_python(py, &self.report)
     }
 
+    /// The device's check of the recorded sensitivity, with the host's budget (`mfc inspect`
+    /// prints the same): a dict with `verdict` — `verified` (with `recorded`, `bound` and
+    /// `operations`), `unverifiable` (with `reason`; the device's policy decides) or `refused`
+    /// (with `reason`: the blob records less than its coefficients have, and `Stream` refuses
+    /// it).
+    fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let m = Blob::from_bytes(&self.blob).map_err(Error::from)?;
+        to_python(py, &mfc_compiler::verdict::check(&m).json)
+    }
+
     /// The decoder form: `banded`, `blt`, `fft` or `bandmf`.
     #[getter]
     fn form(&self) -> PyResult<&'static str> {

@@ -143,7 +143,9 @@ impl Stream {
     /// absent. `shard=(start, end)`: only coordinates `start..end` of each row (banded and BandMF
     /// blobs), whose releases equal those coordinates of the unsharded stream with the same
     /// seed; its `step` needs the whole row's `clip` factor. `noise_multiplier`: override the
-    /// blob's `σ` (the blob's `(ε, δ)` then no longer applies).
+    /// blob's `σ` (the blob's `(ε, δ)` then no longer applies). The blob's recorded sensitivity
+    /// is checked first as a device checks it (`Mechanism.verify`): `StreamError` if it is
+    /// understated, a `UserWarning` if it cannot be checked.
     #[new]
     #[pyo3(signature = (mechanism, dim, seed=None, *, shard=None, noise_multiplier=None))]
     fn new(
@@ -157,6 +159,19 @@ impl Stream {
         let noise = noise(seed.as_ref())?;
         let blob = mechanism.blob();
         let m = Blob::from_bytes(blob).map_err(Error::from)?;
+        // The device's check first, as `mfc simulate` does: a blob recording less sensitivity
+        // than its coefficients have is refused before any step; one the runtime cannot check
+        // is replayed with a warning.
+        let verification = mfc_compiler::verdict::check(&m);
+        if let Some(e) = verification.refusal {
+            return Err(Error::Runtime(e).into());
+        }
+        if verification.json["verdict"] == "unverifiable" {
+            let category = py.get_type::<pyo3::exceptions::PyUserWarning>();
+            let message = std::ffi::CString::new(format!("sensitivity {}", verification.text))
+                .unwrap_or_default();
+            PyErr::warn(py, &category, &message, 1)?;
+        }
         let form = form_name(&m);
         if shard.is_some() && !shardable(&m) {
             return Err(Error::Value(format!(

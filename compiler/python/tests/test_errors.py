@@ -170,3 +170,37 @@ def test_strided_input_is_copied_once_and_agrees():
     a = mfc.Stream(m, D, seed=SEED).step(view)
     b = mfc.Stream(m, D, seed=SEED).step(np.ascontiguousarray(view))
     assert np.array_equal(a, b)
+
+
+def lowered(m, factor=0.99):
+    """The blob with its recorded sensitivity times ``factor`` and its CRC-32 recomputed: what a
+    buggy or curious server could send (the checksum catches accidents only)."""
+    import struct
+    import zlib
+
+    blob = bytearray(m.bytes)
+    recorded = struct.pack("<d", m.verify()["recorded"])
+    at = blob.find(recorded)
+    assert at > 0 and blob.find(recorded, at + 1) < 0
+    blob[at : at + 8] = struct.pack("<d", m.verify()["recorded"] * factor)
+    blob[-4:] = struct.pack("<I", zlib.crc32(bytes(blob[:-4])))
+    return mfc.Mechanism.from_bytes(bytes(blob))
+
+
+def test_the_device_check_refuses_an_understated_sensitivity(mechanisms):
+    """Every blob of the fixtures verifies, except the banded custom workload (its A is not in
+    the blob); lowered by 1% with its CRC recomputed, each verified one is refused by
+    ``verify`` and by ``Stream``, and an unverifiable one is streamed with a warning."""
+    for name, m in mechanisms.items():
+        verdict = m.verify()
+        if name == "banded-momentum":
+            assert verdict["verdict"] == "unverifiable", verdict
+            with pytest.warns(UserWarning, match="does not store its custom workload"):
+                mfc.Stream(m, D, seed=SEED)
+            continue
+        assert verdict["verdict"] == "verified", (name, verdict)
+        assert verdict["recorded"] >= verdict["bound"]
+        bad = lowered(m)
+        assert bad.verify()["verdict"] == "refused", name
+        with pytest.raises(mfc.StreamError, match="below the bound"):
+            mfc.Stream(bad, D, seed=SEED)

@@ -36,6 +36,10 @@ class Mechanism:
     def report(self) -> dict[str, Any]:
         """``mfc compile --json``'s report (compiled here) or the blob's header (loaded); both
         state ``privacy_unit``, ``participation`` and ``neighbouring`` next to (epsilon, delta)."""
+    def verify(self) -> dict[str, Any]:
+        """The device's check of the recorded sensitivity (as ``mfc inspect``): ``verdict`` is
+        ``verified`` (with ``recorded``, ``bound``, ``operations``), ``unverifiable`` (with
+        ``reason``) or ``refused`` (with ``reason``; ``Stream`` refuses such a blob)."""
     @property
     def form(self) -> str:
         """``banded``, ``blt``, ``fft`` or ``bandmf``."""
@@ -62,7 +66,9 @@ class Stream:
         noise_multiplier: Optional[float] = None,
     ) -> None:
         """``seed``: 32 bytes or 64 hex digits (reproducible simulations only), OS entropy when
-        absent. ``shard=(start, end)``: only those coordinates (banded and bandmf blobs)."""
+        absent. ``shard=(start, end)``: only those coordinates (banded and bandmf blobs). The
+        blob is verified first (``Mechanism.verify``): ``StreamError`` if its recorded
+        sensitivity is understated, a ``UserWarning`` if it cannot be checked."""
     def step(
         self, x: npt.NDArray[np.float32], clip: Optional[float] = None
     ) -> npt.NDArray[np.float32]:

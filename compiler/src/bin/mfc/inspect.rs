@@ -150,7 +150,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         ),
         _ => ("unknown", String::new(), 0, 0, None),
     };
-    let verification = crate::verdict::check(&m);
+    let verification = mfc_compiler::verdict::check(&m);
     let report = json!({
         "file": args.blob.display().to_string(),
         "format_version": mfc_formats::FORMAT_VERSION,

@@ -15,7 +15,6 @@ mod plot;
 mod schema;
 mod sign;
 mod simulate;
-mod verdict;
 
 /// Differentially private continual release with correlated Gaussian noise.
 #[derive(Parser)]

@@ -120,7 +120,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     // The device's check first: an understated sensitivity is refused before any step; one the
     // runtime cannot check is replayed with a warning (the host's policy; a device chooses its
     // own, `mfc_runtime::verify`).
-    let verification = crate::verdict::check(&m);
+    let verification = mfc_compiler::verdict::check(&m);
     if let Some(e) = verification.refusal {
         return Err(format!("{}: {e}", args.blob.display()).into());
     }

@@ -1,8 +1,9 @@
 //! The device's verification of a blob's recorded sensitivity (`mfc_runtime::verify`), run on the
-//! host by `mfc inspect` (which prints it) and `mfc simulate` (which refuses a blob that fails
-//! it before any step, and warns about one it cannot check).
+//! host with the host's budget: `mfc inspect` and Python's `Mechanism.verify()` print it, `mfc
+//! simulate` and Python's `Stream` refuse a blob that fails it before any step (and warn about
+//! one it cannot check).
 
-use mfc_compiler::blob::VERIFY_OPERATIONS;
+use crate::blob::VERIFY_OPERATIONS;
 use mfc_runtime::Validated;
 use mfc_runtime::verify::{self, Unverifiable, Verdict};
 use serde_json::json;
