@@ -14,14 +14,18 @@
 use crate::participation::Participation;
 
 /// `n × n` `f64` matrices alive at the peak of a dense compile: the whole compile at n = 4096
-/// peaked at 1 364 448 kB resident (BENCHMARKS.md), 9.7 matrices of 134 MB over the base.
+/// peaked at 1 364 448 kB resident (BENCHMARKS.md), 9.7 matrices of 134 MB over the base (a
+/// later run of `mfc compile --steps 4096 --band 7 --rank 5`: 1 180 536 kB, 8.5); the optimum
+/// alone at n = 8192 peaked at 4 060 316 kB, 7.6 matrices of 537 MB.
 pub const MATRICES_AT_PEAK: f64 = 10.0;
 
 /// Bytes of the process besides the matrices (binary, allocator, small vectors).
 pub const BASE_BYTES: f64 = 64.0 * 1024.0 * 1024.0;
 
 /// Seconds per `n³` of a whole single-participation compile on the repository's machine when
-/// it is quiet (the certified optimum alone: 155 s at n = 4096, 2.3e-9·n³).
+/// it is quiet (the certified optimum alone: 155 s at n = 4096, 2.3e-9·n³). At n = 8192 the
+/// optimum took 1 551 s of CPU on a loaded machine (13 iterations, BENCHMARKS.md), against the
+/// 1 374 s of quiet 2-core wall clock this gives.
 pub const SECONDS_PER_CUBE: f64 = 2.5e-9;
 
 /// How much longer than a single-participation compile the fixed-epoch optimizer (Newton's
