@@ -27,7 +27,7 @@
 //! ∂‖AC⁻¹‖_F²/∂C = −2 Bᵀ E   (from dB = −B dC C⁻¹),     ∂s̃/∂C_ij = 2 C_ij ∂s̃/∂ν_j,
 //! ```
 //!
-//! restricted to the band. L-BFGS ([`crate::lbfgs`]) minimizes `F`, each round until `F` has
+//! restricted to the band. L-BFGS (`lbfgs.rs`) minimizes `F`, each round until `F` has
 //! improved by less than a relative `10⁻⁴` over 20 iterations; the result's loss is then measured
 //! with the exact maximum. The pipelines start it from the banded Toeplitz optimum
 //! ([`crate::banded_toeplitz`], `O(n·b̂)` per evaluation for the prefix sum): at n = 512, prefix

@@ -536,7 +536,7 @@ fn starting_point(bands: usize, start: Option<&[f64]>) -> Result<Vec<f64>> {
 }
 
 /// The banded Toeplitz encoder with `bands` coefficients (`c_0 = 1`) minimizing the loss of
-/// `problem`, from `start` (see [`starting_point`]). `progress` gets `(iteration, L)`.
+/// `problem`, from `start` (see `starting_point`). `progress` gets `(iteration, L)`.
 pub fn optimize(
     problem: &ToeplitzProblem,
     bands: usize,

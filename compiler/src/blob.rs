@@ -120,7 +120,7 @@ fn header<'a>(
     })
 }
 
-/// The most operations the compiler spends on [`certified`]'s check of one blob (seconds on a
+/// The most operations the compiler spends on `certified`'s check of one blob (seconds on a
 /// host; a device's budget is its own, `mfc_runtime::verify::operations`).
 pub const VERIFY_OPERATIONS: u64 = 20_000_000_000;
 

@@ -443,7 +443,7 @@ pub fn optimize_blt(n: usize, buffers: usize, participation: &Participation) -> 
 
 /// The BLTs with `1, 2, …, max_buffers` buffers minimizing the loss over `n` steps under
 /// `participation`, each never worse than the one before: buffer count `m` is fitted from the
-/// starts of [`fit_blt`] and from the fit with `m − 1` buffers plus an idle buffer (`ω = 0`, the
+/// starts of `fit_blt` and from the fit with `m − 1` buffers plus an idle buffer (`ω = 0`, the
 /// same mechanism) at several decays, and the padded `m − 1` fit itself is kept if nothing
 /// beats it. (A fit from fixed starts alone is not monotone: at n = 512 under (4, 128), 5
 /// buffers did worse than 4.) `fitted(m)` is called after each buffer count.

@@ -18,14 +18,14 @@
 //!
 //! A ring of the last `b̂` rows of `w` (slot `t mod b̂` holds `w_t`; step `t` overwrites
 //! `w_{t−b̂}`, which it no longer needs) and, for the prefix sum, the running sum with its
-//! compensation ([`sum`](crate::sum): within a few ulps of the exact sum):
+//! compensation (`runtime/src/sum.rs`: within a few ulps of the exact sum):
 //! `(b̂ + 2)·d` floats (`b̂·d` for another workload), for any horizon. The forward substitution
 //! needs only `b̂ − 1` rows; the one more row lets a restored checkpoint prove its key: the newest
 //! row `w_{t−1}` is recomputed from the regenerated `z_{t−1}` and the `b̂ − 1` rows before it
 //! ([`checkpoint`](crate::checkpoint)).
 //!
 //! As in [`Stream`](crate::Stream), a step is one pass over the coordinates in chunks of
-//! [`CHUNK`](crate::stream::CHUNK) (each coordinate sees the same operations in the same order
+//! [`CHUNK`] (each coordinate sees the same operations in the same order
 //! as in whole-row passes), a stream can be a shard of coordinates `a .. b` of a wider row
 //! ([`BandMfStream::shard`], which takes the whole row's clip factor in
 //! [`BandMfStream::step_clipped`]), and every refused call leaves the state untouched.
@@ -241,7 +241,7 @@ impl<'m, 'w, N: NoiseSource> BandMfStream<'m, 'w, N> {
     }
 
     /// [`step`](Self::step) with the clip factor given by the caller: `clip` must be
-    /// `min(1, ζ/‖x‖)` for the **whole** input row `x` ([`clip_factor`](crate::clip_factor)`(x,
+    /// `min(1, ζ/‖x‖)` for the **whole** input row `x` ([`clip_factor`]`(x,
     /// ζ)`, ζ from [`clip_norm`](Self::clip_norm)), of which `input` is this shard's part. The
     /// stream checks that `clip` lies in `[0, 1]` but cannot check that it is the whole row's:
     /// privacy rests on the caller here.

@@ -19,7 +19,7 @@
 //!   the compiler has already solved the Toeplitz system (Levinson–Durbin) and stored `x̂`.
 //!
 //! Step `r` of block `i` releases `s + σζ·sens·(carry + w_r)` with `s` the running sum of clipped
-//! inputs (compensated, [`crate::sum`]) and `carry = Σ_{i'<i} w_{i',m−1}`: stamping (001 App.
+//! inputs (compensated, `runtime/src/sum.rs`) and `carry = Σ_{i'<i} w_{i',m−1}`: stamping (001 App.
 //! D.4). The carry, a sum of at most `s` noise values, is a plain `f32` sum: its rounding is
 //! relative to the noise, not to the inputs. The FFTs are microfft's
 //! (`no_std`, power-of-two sizes up to 8192 by default, 32768 with the `fft-32768` feature).

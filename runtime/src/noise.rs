@@ -81,7 +81,7 @@ const BLOCK_WORDS_LOG2: u32 = 26;
 /// [`MAX_COORDINATES`] start below it. Key derivation reads from here ([module docs](self)).
 pub(crate) const KEY_WORD: u128 = 1 << 67;
 /// Coordinates per noise row [`ChaChaNoise`] can address without two blocks sharing words, all
-/// below [`KEY_WORD`].
+/// below `KEY_WORD`.
 pub const MAX_COORDINATES: u64 = 1 << (67 - BLOCK_WORDS_LOG2 + 10);
 
 /// A source of i.i.d. standard normal noise rows.

@@ -1,6 +1,6 @@
 //! Value parsers for the options of every subcommand: each refuses a value before any work is
 //! done, with one line that names the value and the allowed range (clap adds the option's name:
-//! "invalid value '1000' for '--buffers <BUFFERS>': 1000 is not in 1..=64"). Ranges that
+//! `invalid value '1000' for '--buffers <BUFFERS>': 1000 is not in 1..=64`). Ranges that
 //! depend on other options (a band at most the number of steps) are checked by the subcommand
 //! before its first expensive call.
 
