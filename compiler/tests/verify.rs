@@ -58,6 +58,14 @@ const VERIFIED: &[(&str, &str)] = &[
         "banded-every-partial",
         "--steps 26 --band 2 --rank 3 --epochs 2 --every 6 --neighbouring replace-one",
     ),
+    (
+        "banded-min-sep",
+        "--steps 24 --band 3 --rank 2 --epochs 3 --min-sep 6",
+    ),
+    (
+        "banded-min-sep-replace",
+        "--steps 26 --band 2 --rank 3 --epochs 4 --min-sep 5 --neighbouring replace-one",
+    ),
     ("blt", "--form blt --steps 32 --buffers 3"),
     (
         "blt-horizon",
@@ -172,9 +180,9 @@ fn what_the_device_cannot_check_is_unverifiable_not_refused() {
             Unverifiable::Schema,
         ),
         (
-            "banded-min-sep",
-            "--steps 16 --band 2 --rank 1 --epochs 2 --min-sep 8",
-            Unverifiable::Schema,
+            "banded-min-sep-momentum",
+            "--steps 16 --band 2 --rank 1 --epochs 2 --min-sep 8 --workload momentum:0.9",
+            Unverifiable::WorkloadNotStored,
         ),
         (
             "banded-every-momentum",
@@ -297,6 +305,201 @@ fn inspect_prints_the_verdict_and_simulate_refuses_a_lowered_blob() {
     assert!(!out.exists());
 }
 
+/// A blob of `template` (banded, `n` steps, `(h, r)`) with random tables: pivots of either sign
+/// in `[0.5, 1.5)`, other band entries in `[−1, 1)`, low-rank factors in `[−0.6, 0.6)` (not
+/// compiler output, so `X = ĈᵀĈ` has negative entries). Returns its bytes and the dense
+/// reference encoder `Ĉ = B̂⁻¹S`: `B̂` built densely from the stored `f32` tables, solved by
+/// faer's triangular solve.
+fn random_banded(
+    template: &[u8],
+    n: usize,
+    h: usize,
+    r: usize,
+    rng: &mut Rng,
+) -> (Vec<u8>, faer::Mat<f64>) {
+    use mfc_runtime::formats::{Decoder, F32Table, encode_f32s};
+
+    let diagonals: Vec<f32> = (0..n * h)
+        .map(|e| match (e / h, e % h) {
+            (_, 0) => rng.uniform(0.5, 1.5).copysign(rng.uniform(-1.0, 1.0)),
+            (i, l) if l > i => 0.0,
+            _ => rng.uniform(-1.0, 1.0),
+        })
+        .collect();
+    let left: Vec<f32> = (0..n * r).map(|_| rng.uniform(-0.6, 0.6)).collect();
+    let right: Vec<f32> = (0..n * r).map(|_| rng.uniform(-0.6, 0.6)).collect();
+    let decoder = faer::Mat::from_fn(n, n, |i, q| match i.checked_sub(q) {
+        Some(l) if l < h => f64::from(diagonals[i * h + l]),
+        Some(_) => (0..r)
+            .map(|c| f64::from(left[i * r + c]) * f64::from(right[q * r + c]))
+            .sum(),
+        None => 0.0,
+    });
+    let mut encoder = faer::Mat::from_fn(n, n, |i, j| if i >= j { 1.0 } else { 0.0 });
+    decoder.solve_lower_triangular_in_place(encoder.as_mut());
+    let tables = [
+        encode_f32s(diagonals),
+        encode_f32s(left),
+        encode_f32s(right),
+    ];
+    let mut m = Mechanism::from_bytes(template).unwrap().into_inner();
+    let Decoder::BandedLowRank(d) = &mut m.decoder else {
+        panic!("not banded");
+    };
+    d.diagonals = F32Table::new(&tables[0]).unwrap();
+    d.left = F32Table::new(&tables[1]).unwrap();
+    d.right = F32Table::new(&tables[2]).unwrap();
+    (m.to_vec().unwrap(), encoder)
+}
+
+/// The banded form under min separation against independent references, for random `(h, r)`
+/// decoders ([`random_banded`]): the row-wise bound of Choquette-Choo et al. 2023b, Alg. 4 by
+/// enumerating every pattern of at most `k` steps at least `b` apart on the dense `X = ĈᵀĈ`
+/// (`r_i = max_{π∋i} Σ_{j∈π} |X_ij|`, then `max_π Σ_{i∈π} r_i`), the compiler's value
+/// (`device_verifiable_sensitivity`, the branch and bound at its root) and the brute force over
+/// every pattern and sign vector. The device's bound is the row-wise bound up to rounding and
+/// never below the brute force; the blob recording it verifies, 1% less is refused. Of the 28,
+/// 11 have a negative `X_ij` at least `b` apart, in 5 the signs matter (a pattern's signed sum
+/// is below its absolute one) and in 5 the row-wise bound exceeds the absolute-Gram value.
+#[test]
+fn banded_min_separation_bound_matches_the_dense_reference() {
+    use mfc_compiler::participation::{
+        Participation, brute_force_sensitivity, device_verifiable_sensitivity,
+    };
+
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let (mut checked, mut negative, mut mixed, mut loose) = (0, 0, 0, 0);
+    for (n, h, r, k, b) in [
+        (7, 1, 0, 2, 3),
+        (7, 2, 1, 3, 2),
+        (12, 2, 1, 3, 4),
+        (12, 3, 2, 4, 3),
+        (14, 1, 2, 2, 5),
+        (14, 4, 3, 5, 2),
+        (13, 3, 1, 13, 1),
+    ] {
+        let template = compile(
+            &format!("banded-min-sep-random-{n}-{h}-{r}-{k}-{b}"),
+            &format!("--steps {n} --band {h} --rank {r} --epochs {k} --min-sep {b}"),
+        );
+        let patterns: Vec<Vec<usize>> = (1u32..1 << n)
+            .map(|mask| (0..n).filter(|i| mask >> i & 1 == 1).collect::<Vec<_>>())
+            .filter(|s| s.len() <= k && s.windows(2).all(|p| p[1] - p[0] >= b))
+            .collect();
+        for _ in 0..4 {
+            let (bytes, encoder) = random_banded(&template, n, h, r, &mut rng);
+            let x = encoder.transpose() * &encoder;
+            let rows: Vec<f64> = (0..n)
+                .map(|i| {
+                    patterns
+                        .iter()
+                        .filter(|s| s.contains(&i))
+                        .map(|s| s.iter().map(|&j| x[(i, j)].abs()).sum::<f64>())
+                        .fold(0.0, f64::max)
+                })
+                .collect();
+            let row_wise = patterns
+                .iter()
+                .map(|s| s.iter().map(|&i| rows[i]).sum::<f64>())
+                .fold(0.0, f64::max)
+                .sqrt();
+            let absolute = patterns
+                .iter()
+                .map(|s| s.iter().flat_map(|&i| s.iter().map(move |&j| (i, j))))
+                .map(|pairs| pairs.map(|(i, j)| x[(i, j)].abs()).sum::<f64>())
+                .fold(0.0, f64::max)
+                .sqrt();
+            let signed = patterns
+                .iter()
+                .map(|s| s.iter().flat_map(|&i| s.iter().map(move |&j| (i, j))))
+                .map(|pairs| pairs.map(|(i, j)| x[(i, j)]).sum::<f64>())
+                .fold(0.0, f64::max)
+                .sqrt();
+            let p = Participation::min_separation(k, b).unwrap();
+            let compiler = device_verifiable_sensitivity(encoder.as_ref(), &p)
+                .unwrap()
+                .value;
+            let brute = brute_force_sensitivity(encoder.as_ref(), &p).unwrap();
+
+            let stored = Mechanism::from_bytes(&bytes).unwrap();
+            let mut scratch = vec![0.0; verify::scratch_len(&stored)];
+            let bound = verify::sensitivity_bound(&stored, &mut scratch, u64::MAX).unwrap();
+            let case = format!("n = {n}, (h, r) = ({h}, {r}), (k, b) = ({k}, {b})");
+            assert!(
+                bound >= row_wise && bound <= row_wise * (1.0 + 2e-9),
+                "{case}: bound {bound}, enumerated row-wise {row_wise}"
+            );
+            assert!(
+                (compiler - row_wise).abs() <= 1e-12 * row_wise,
+                "{case}: compiler {compiler}, enumerated row-wise {row_wise}"
+            );
+            assert!(
+                bound >= brute && brute <= absolute * (1.0 + 1e-12),
+                "{case}: bound {bound}, brute force {brute}, absolute-Gram {absolute}"
+            );
+            negative += usize::from((0..n).any(|j| (j + b..n).any(|i| x[(i, j)] < 0.0)));
+            mixed += usize::from(signed < absolute * (1.0 - 1e-6));
+            loose += usize::from(absolute < row_wise * (1.0 - 1e-6));
+            for (factor, refused) in [(1.0, false), (0.99, true)] {
+                let mut m = stored.into_inner();
+                m.header.sensitivity.value = bound * factor;
+                let outcome = check(&m.to_vec().unwrap());
+                assert_eq!(
+                    matches!(outcome, Err(Error::SensitivityUnderstated { .. })),
+                    refused,
+                    "{case}: {outcome:?}"
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 28);
+    assert!(
+        negative >= 11,
+        "only {negative} cases with a negative Gram entry b apart"
+    );
+    assert!(mixed >= 5, "only {mixed} cases where signs matter");
+    assert!(
+        loose >= 5,
+        "only {loose} cases where the row-wise bound is loose"
+    );
+}
+
+/// Min separation: `n(n+1)/2 · (h + 2r) + n² · (h + 2r + k') + n·k'` operations and
+/// `4n + k' + 1 + 2(h + 2r)` scratch, here `k' = min(5, ⌈26/8⌉) = 4`.
+#[test]
+fn banded_min_separation_budget_and_scratch_are_enforced() {
+    let bytes = compile(
+        "banded-min-sep-budget",
+        "--steps 26 --band 3 --rank 2 --epochs 5 --min-sep 8",
+    );
+    let m = Mechanism::from_bytes(&bytes).unwrap();
+    let needed = verify::operations(&m).unwrap();
+    assert_eq!(
+        needed,
+        26 * 27 / 2 * (3 + 2 * 2) + 26 * 26 * (3 + 2 * 2 + 4) + 26 * 4
+    );
+    assert_eq!(verify::scratch_len(&m), 4 * 26 + 4 + 1 + 2 * (3 + 2 * 2));
+    let mut scratch = vec![0.0; verify::scratch_len(&m)];
+    assert_eq!(
+        verify::verify(&m, &mut scratch, needed - 1),
+        Ok(Verdict::Unverifiable(Unverifiable::OverBudget {
+            operations: needed
+        }))
+    );
+    let short = scratch.len() - 1;
+    assert_eq!(
+        verify::verify(&m, &mut scratch[..short], needed),
+        Ok(Verdict::Unverifiable(Unverifiable::ScratchTooSmall {
+            needed: short + 1
+        }))
+    );
+    assert!(matches!(
+        verify::verify(&m, &mut scratch, needed),
+        Ok(Verdict::Verified { .. })
+    ));
+}
+
 /// A small deterministic generator (xorshift64*): uniform in `[lo, hi)`, rounded to `f32`.
 struct Rng(u64);
 
@@ -322,7 +525,6 @@ fn banded_fixed_epoch_order_bound_matches_the_dense_reference() {
     use mfc_compiler::participation::{
         Participation, brute_force_sensitivity, device_verifiable_sensitivity,
     };
-    use mfc_runtime::formats::{Decoder, F32Table, encode_f32s};
 
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let (mut checked, mut mixed) = (0, 0);
@@ -340,43 +542,13 @@ fn banded_fixed_epoch_order_bound_matches_the_dense_reference() {
             &format!("--steps {n} --band {h} --rank {r} --epochs {k} --every {b}"),
         );
         for _ in 0..4 {
-            let diagonals: Vec<f32> = (0..n * h)
-                .map(|e| match (e / h, e % h) {
-                    (_, 0) => rng.uniform(0.5, 1.5).copysign(rng.uniform(-1.0, 1.0)),
-                    (i, l) if l > i => 0.0,
-                    _ => rng.uniform(-1.0, 1.0),
-                })
-                .collect();
-            let left: Vec<f32> = (0..n * r).map(|_| rng.uniform(-0.6, 0.6)).collect();
-            let right: Vec<f32> = (0..n * r).map(|_| rng.uniform(-0.6, 0.6)).collect();
-            let decoder = faer::Mat::from_fn(n, n, |i, q| match i.checked_sub(q) {
-                Some(l) if l < h => f64::from(diagonals[i * h + l]),
-                Some(_) => (0..r)
-                    .map(|c| f64::from(left[i * r + c]) * f64::from(right[q * r + c]))
-                    .sum(),
-                None => 0.0,
-            });
-            let mut encoder = faer::Mat::from_fn(n, n, |i, j| if i >= j { 1.0 } else { 0.0 });
-            decoder.solve_lower_triangular_in_place(encoder.as_mut());
+            let (bytes, encoder) = random_banded(&template, n, h, r, &mut rng);
             let p = Participation::fixed_epoch_order(k, b).unwrap();
             let reference = device_verifiable_sensitivity(encoder.as_ref(), &p)
                 .unwrap()
                 .value;
             let brute = brute_force_sensitivity(encoder.as_ref(), &p).unwrap();
 
-            let tables = [
-                encode_f32s(diagonals),
-                encode_f32s(left),
-                encode_f32s(right),
-            ];
-            let mut m = Mechanism::from_bytes(&template).unwrap().into_inner();
-            let Decoder::BandedLowRank(d) = &mut m.decoder else {
-                panic!("not banded");
-            };
-            d.diagonals = F32Table::new(&tables[0]).unwrap();
-            d.left = F32Table::new(&tables[1]).unwrap();
-            d.right = F32Table::new(&tables[2]).unwrap();
-            let bytes = m.to_vec().unwrap();
             let stored = Mechanism::from_bytes(&bytes).unwrap();
             let mut scratch = vec![0.0; verify::scratch_len(&stored)];
             let bound = verify::sensitivity_bound(&stored, &mut scratch, u64::MAX).unwrap();

@@ -255,10 +255,15 @@ pub fn sensitivity(c: MatRef<'_, f64>, participation: &Participation) -> Result<
     sensitivity_with(c, participation, true)
 }
 
-/// As [`sensitivity`], but under fixed epoch order never the spectral bound: where it is
-/// smaller, the absolute-Gram value `max_π Σ_{i,j∈π} |X_ij|` (exact when `X[π,π] ≥ 0`) instead,
-/// the quantity a device recomputes from the stored coefficients of a banded prefix-sum blob
-/// (`mfc_runtime::verify`), which has no eigenvalues. Equal to [`sensitivity`] otherwise.
+/// As [`sensitivity`], but the quantity a device recomputes from the stored coefficients of a
+/// banded prefix-sum blob (`mfc_runtime::verify`): under fixed epoch order never the spectral
+/// bound (the device has no eigenvalues) but, where it is smaller, the absolute-Gram value
+/// `max_π Σ_{i,j∈π} |X_ij|` (exact when `X[π,π] ≥ 0`); under min separation the row-wise bound
+/// of Choquette-Choo et al. 2023b, Alg. 4 (`max_π Σ_{i∈π} r_i`, `r_i` the best
+/// `Σ_{j∈π} |X_ij|` over patterns `π ∋ i`: the branch and bound of [`search`] stopped at its
+/// root, [`SensitivityMethod::PatternSearchBound`]), unless the exact value equals it, since the
+/// device cannot afford the search over the whole `n × n` matrix. Equal to [`sensitivity`]
+/// otherwise.
 pub fn device_verifiable_sensitivity(
     c: MatRef<'_, f64>,
     participation: &Participation,
@@ -296,12 +301,23 @@ fn sensitivity_with(
             min_separation,
         } => {
             let x = c.transpose() * c;
-            min_separation_sensitivity(
+            let exact = min_separation_sensitivity(
                 x.as_ref(),
                 max_participations,
                 min_separation,
                 search::DEFAULT_BUDGET,
-            )
+            )?;
+            if spectral || exact.method == SensitivityMethod::OrthogonalColumns {
+                return Ok(exact);
+            }
+            // The search stopped at its root: the row-wise bound (search module docs).
+            let root =
+                min_separation_sensitivity(x.as_ref(), max_participations, min_separation, 0)?;
+            Ok(if exact.value >= root.value {
+                exact
+            } else {
+                root
+            })
         }
     }
 }
@@ -673,6 +689,37 @@ mod tests {
                 device_verifiable_sensitivity(c.as_ref(), &single).unwrap()
             );
         }
+    }
+
+    /// Under min separation the device-verifiable value is the row-wise bound (Choquette-Choo
+    /// et al. 2023b, Alg. 4) when it exceeds the exact one: `X_00 = X_22 = 2`, `X_11 = X_33 = 1`,
+    /// `X_01 = X_23 = 1/2`, `(k, b) = (2, 1)`. Every row's best partner adds 1/2, so
+    /// `r = (2.5, 1.5, 2.5, 1.5)` and the bound is `√(r_0 + r_2) = √5`, while every pair holds
+    /// at most 4 (`{0, 2}`: 2 + 2; `{0, 1}`: 2 + 1 + 2·½).
+    #[test]
+    fn device_verifiable_min_separation_is_the_row_wise_bound() {
+        let x = Mat::from_fn(4, 4, |i, j| match (i, j) {
+            (0, 0) | (2, 2) => 2.0,
+            (1, 1) | (3, 3) => 1.0,
+            (0, 1) | (1, 0) | (2, 3) | (3, 2) => 0.5,
+            _ => 0.0,
+        });
+        let c = x.llt(Side::Lower).unwrap().L().transpose().to_owned();
+        let p = Participation::min_separation(2, 1).unwrap();
+        let exact = sensitivity(c.as_ref(), &p).unwrap();
+        assert_eq!(exact.method, SensitivityMethod::NonnegativeGram);
+        assert!((exact.value - 2.0).abs() < 1e-12, "{exact:?}");
+        let brute = brute_force_sensitivity(c.as_ref(), &p).unwrap();
+        assert!((brute - 2.0).abs() < 1e-12, "{brute}");
+        let device = device_verifiable_sensitivity(c.as_ref(), &p).unwrap();
+        assert_eq!(device.method, SensitivityMethod::PatternSearchBound);
+        assert!((device.value - 5f64.sqrt()).abs() < 1e-12, "{device:?}");
+        // Where the bound is exact, the exact method is recorded.
+        let every = Participation::min_separation(2, 2).unwrap();
+        assert_eq!(
+            device_verifiable_sensitivity(c.as_ref(), &every).unwrap(),
+            sensitivity(c.as_ref(), &every).unwrap()
+        );
     }
 
     /// A case where the Gram matrix has a negative entry inside a pattern: the exact formula

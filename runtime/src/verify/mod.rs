@@ -38,6 +38,7 @@
 //! | BLT, every horizon (`BltTailBound`) | single | `Σ_{t<T} c_t²` as above plus a tail through `‖A^k‖_∞ ≤ ½` ([`blt_tail`]) | `k·(m² + 2m) + T·m`, counted as it runs | `m² + 3m` |
 //! | banded + low rank, prefix sum | single | `max_j ‖B̂⁻¹ S e_j‖²`, forward substitution per column, checked by its residual ([`banded`]) | `n(n + 1)/2 · (h + 2r)` | `h + 2r` |
 //! | banded + low rank, prefix sum | fixed epoch order | `max_π Σ_{i,j∈π} \|X_ij\|`, `X = ĈᵀĈ`, over the windows of `k'` columns `b` apart ([`banded`]) | `n(n + 1)/2 · (h + 2r + k')` | `⌈n/b⌉(h + 2r + 1 + k')` |
+//! | banded + low rank, prefix sum | min separation | row-wise bound `max_π Σ_{i∈π} r_i`, `r_i = max_{π∋i} Σ_{j∈π} \|X_ij\|` (Choquette-Choo et al. 2023b, Alg. 4), a row of `X` per transposed solve ([`banded`]) | `n(n + 1)/2 · (h + 2r) + n²(h + 2r + k') + n·k'` | `4n + k' + 1 + 2(h + 2r)` |
 //! | FFT Circulant, `s` stamps | single | `max_j (SᵀT̂⁻¹S)[j, j]` of one block, `T̂⁻¹` by Levinson–Durbin checked by its Gohberg–Semencul residual ([`fft`]) | `14m²` | `18m` |
 //! | FFT OptimalDecoder, `s` stamps | single | `‖ŷ‖/(1 − ‖M̂T̂ − I‖₁)`, the residual of the stored generator bounded in `O(m²)` ([`fft`]) | `11m²` | `18m` |
 //! | FFT, both kinds | fixed epoch order, Gram `≥ 0` on the patterns (Circulant: or `AbsoluteGramBound` recorded) | `max_π 1ᵀ\|X[π, π]\|1` of the block-diagonal Gram, signs certified ([`fft`]) | the above `+ n·k'²·2m` (Circulant), `+ n·k'²` (OptimalDecoder) | `18m` |
@@ -45,8 +46,7 @@
 //! with `k' = min(k, ⌈n/b⌉)` and `m` the FFT block. Everything else is [`Unverifiable`]: the FFT
 //! forms under min separation or with a Gram not certified non-negative on a pattern (the
 //! compiler's value then comes from a search or a spectral bound on the dense encoder), the
-//! banded form under min separation (the compiler's branch and bound needs the whole Gram
-//! matrix) or for a custom workload (the blob does not store `A`), a BandMF encoder with more
+//! banded form for a custom workload (the blob does not store `A`), a BandMF encoder with more
 //! bands than the separation, a residual too large to certify, and any case whose operations
 //! exceed the caller's budget or whose scratch is short. Refusing or accepting such a blob is the
 //! caller's policy
@@ -72,10 +72,9 @@ pub enum Unverifiable {
     /// The decoder form has no verification here (a form a later format version adds; every
     /// form of this version has one).
     Form,
-    /// The participation schema has no exact verification for this form (the banded form under
-    /// min separation; the FFT forms under min separation, or under fixed epoch order with a
-    /// Gram not non-negative on a pattern; a BandMF encoder with more bands than the
-    /// separation).
+    /// The participation schema has no exact verification for this form (the FFT forms under
+    /// min separation, or under fixed epoch order with a Gram not non-negative on a pattern; a
+    /// BandMF encoder with more bands than the separation).
     Schema,
     /// The workload is custom and the blob does not store it (the banded form's sensitivity is
     /// that of `B̂⁻¹A`).
@@ -224,12 +223,9 @@ pub fn scratch_len(m: &Validated<'_>) -> usize {
         Decoder::Blt(d) if m.header.sensitivity.method.covers_every_horizon() => {
             blt_tail::scratch_len(d.buffers())
         }
-        Decoder::BandedLowRank(d) => match (
-            m.header.participation,
-            schema(m.header.participation, steps),
-        ) {
-            (Participation::MinSeparation { .. }, _) | (_, Err(_)) => 0,
-            (_, Ok(ks)) => banded::scratch_len(&d, steps, ks),
+        Decoder::BandedLowRank(d) => match schema(m.header.participation, steps) {
+            Err(_) => 0,
+            Ok(ks) => banded::scratch_len(&d, steps, banded::Shape::of(m.header.participation, ks)),
         },
         Decoder::Blt(d) => match (
             m.header.participation,
@@ -272,10 +268,11 @@ pub fn operations(m: &Validated<'_>) -> Option<u64> {
     let n = u64::from(m.header.steps);
     let ks = schema(m.header.participation, n as usize).ok()?;
     match m.decoder {
-        Decoder::BandedLowRank(d) => match m.header.participation {
-            Participation::MinSeparation { .. } => None,
-            _ => Some(banded::operations(&d, n as usize, ks)),
-        },
+        Decoder::BandedLowRank(d) => Some(banded::operations(
+            &d,
+            n as usize,
+            banded::Shape::of(m.header.participation, ks),
+        )),
         Decoder::Blt(d) => {
             let buffers = d.buffers() as u64;
             Some(match (ks, m.header.participation) {
@@ -358,7 +355,12 @@ pub fn sensitivity_bound(
             if !matches!(m.header.workload, Workload::PrefixSum) {
                 return Err(Unverifiable::WorkloadNotStored);
             }
-            banded::bound(d, steps, ks, scratch)?
+            banded::bound(
+                d,
+                steps,
+                banded::Shape::of(m.header.participation, ks),
+                scratch,
+            )?
         }
         Decoder::Fft(d) => fft::bound(&d, ks, m.header.sensitivity.method, scratch)?,
         _ => return Err(Unverifiable::Form),
