@@ -41,13 +41,15 @@ done
 
 # Issue 20: mfc_verify accepts what the compiler writes and refuses the same blob with its
 # recorded sensitivity lowered by 1% (CRC recomputed), for every form it verifies (both FFT
-# kinds since the FFT check, runtime/src/verify/fft.rs, and a BLT bound for every horizon,
-# `--horizon unbounded`).
+# kinds since the FFT check, runtime/src/verify/fft.rs, a BLT bound for every horizon,
+# `--horizon unbounded`, and the banded form under min separation).
 cc -O2 -Wall -Wextra -Werror -I runtime/capi/include runtime/capi/examples/verify.c \
     target/release/libmfc.a -lpthread -ldl -lm -o target/verify-c
 for spec in "banded:--steps 48 --band 4 --rank 3" \
     "banded-every:--steps 48 --band 4 --rank 3 --epochs 3 --every 16" \
     "banded-every-replace:--steps 40 --band 2 --rank 2 --epochs 4 --every 12 --neighbouring replace-one" \
+    "banded-min-sep:--steps 48 --band 4 --rank 3 --epochs 3 --min-sep 12" \
+    "banded-min-sep-replace:--steps 40 --band 2 --rank 2 --epochs 4 --min-sep 8 --neighbouring replace-one" \
     "blt:--form blt --steps 64 --buffers 3" \
     "blt-every:--form blt --steps 64 --buffers 3 --epochs 4 --every 16" \
     "bandmf-toeplitz:--form bandmf --toeplitz --steps 64 --bands 4 --epochs 4 --min-sep 16" \

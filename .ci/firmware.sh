@@ -7,9 +7,9 @@
 # The drift firmware streams 10⁶ steps (d = 1) of a BLT, a BandMF and an FFT blob: its printed
 # releases and the checksum of all of them must equal the host's, whose every release is within
 # 4 ulps of the exact sum (tests/tests/exact_sums.rs).
-# The verify firmware recomputes seven blobs' sensitivities on the device (issue 20; banded, BLT,
-# BandMF, both FFT kinds, and a BLT bound for every horizon): each must verify, and each lowered
-# by 1% (CRC recomputed on the device) must be refused. The signed firmware checks a signed
+# The verify firmware recomputes eight blobs' sensitivities on the device (issue 20; banded under
+# three schemas, BLT, BandMF, both FFT kinds, and a BLT bound for every horizon): each must
+# verify, and each lowered by 1% (CRC recomputed on the device) must be refused. The signed firmware checks a signed
 # blob's Ed25519 signature (feature signature) and refuses it with one bit flipped or under
 # another key.
 # Leaves the logs in target/firmware/ (.ci/run hands them to the workspace tests).
@@ -90,9 +90,9 @@ status=0
 timeout 120 "${qemu[@]:2:8}" -icount shift=6 -kernel "$fw/target/thumbv7em-none-eabihf/release/verify" \
   >"$logs/verify.log" || status=$?
 cat "$logs/verify.log"
-if [ "$status" -ne 0 ] || [ "$(grep -c ': verified, ' "$logs/verify.log")" -ne 7 ] \
-  || [ "$(grep -c 'lowered 1%: refused' "$logs/verify.log")" -ne 7 ]; then
-  echo "verify firmware exited with $status (expected 0, seven verified, seven refused)" >&2
+if [ "$status" -ne 0 ] || [ "$(grep -c ': verified, ' "$logs/verify.log")" -ne 8 ] \
+  || [ "$(grep -c 'lowered 1%: refused' "$logs/verify.log")" -ne 8 ]; then
+  echo "verify firmware exited with $status (expected 0, eight verified, eight refused)" >&2
   exit 1
 fi
 

@@ -258,7 +258,8 @@ pub fn method_description(method: SensitivityMethod) -> &'static str {
             "exact: Toeplitz encoder with non-negative, non-increasing coefficients, worst pattern {0, b, 2b, …}"
         }
         SensitivityMethod::PatternSearchBound => {
-            "upper bound: branch and bound over patterns of sqrt(Σ|X[π,π]|), stopped at its budget"
+            "upper bound: branch and bound over patterns of sqrt(Σ|X[π,π]|), stopped at its budget \
+             (at its root for a banded blob a device verifies: the row-wise bound)"
         }
         SensitivityMethod::ToeplitzMajorantBound => {
             "upper bound: the {0, b, 2b, …} pattern of the non-increasing majorant of |c|"

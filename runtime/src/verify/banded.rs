@@ -341,6 +341,7 @@ fn best_by_count<'a>(
 /// `ŷ_i` as the solve retreats. Then `r̂_i = |X̂_ii| + max_c (left_c + right_{k'−1−c})`, the
 /// best partners of `i` left and right by [`best_by_count`], and `sens² ≤ max_π Σ_{i∈π} r_i`
 /// by the same programme over the rows.
+#[inline(never)]
 fn min_separation(
     d: BandedLowRank<'_>,
     steps: usize,
@@ -370,11 +371,11 @@ fn min_separation(
         row[..i].fill(0.0);
         let mut norm = UpperSum::default();
         let mut residual = UpperSum::default();
-        for t in i..n {
+        for (t, slot) in row.iter_mut().enumerate().skip(i) {
             let (y, rho) = advance(&d, i, t, ring, beta);
             residual.add(rho);
             norm.add(y * y);
-            row[t] = y;
+            *slot = y;
         }
         squared_norm = squared_norm.max(norm.value());
         worst_residual = worst_residual.max(residual.value());
@@ -393,7 +394,7 @@ fn min_separation(
         worst_sum = worst_sum.max(suffix.e);
         worst_back = worst_back.max(back.value());
         // r̂_i: |X̂_ii| and the best k' − 1 partners at least b away, left and right.
-        let levels = k - 1;
+        let levels = k.saturating_sub(1);
         let left = (0, (i + 1).saturating_sub(b));
         best_by_count(row, left, levels, b, (prev, cur), |c, v| counts[c] = v);
         let mut partners = 0.0f64;

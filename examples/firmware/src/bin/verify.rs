@@ -14,6 +14,8 @@
 //!     --clip-norm 1 --out examples/firmware/verify-banded.mfc              # CRC-32 0xc8f51157
 //! mfc compile --workload prefix --steps 64 --band 4 --rank 4 --epochs 4 --every 16 \
 //!     --epsilon 2 --delta 1e-6 --out examples/firmware/verify-banded-every.mfc       # 0xe8df9be8
+//! mfc compile --workload prefix --steps 64 --band 4 --rank 4 --epochs 4 --min-sep 16 \
+//!     --epsilon 2 --delta 1e-6 --out examples/firmware/verify-banded-min-sep.mfc     # 0x6b15bcd2
 //! mfc compile --workload prefix --form blt --buffers 4 --steps 64 --horizon 4096 --epochs 4 \
 //!     --min-sep 16 --epsilon 2 --delta 1e-6 --out examples/firmware/verify-blt.mfc   # 0x57c4d973
 //! mfc compile --workload prefix --form bandmf --bands 8 --steps 64 --epochs 4 --min-sep 16 \
@@ -26,7 +28,7 @@
 //!     --delta 1e-6 --out examples/firmware/verify-fft-optimal.mfc                # 0x34b83cf2
 //! ```
 //!
-//! The fifth is the README's BLT with a bound for every horizon (`verify::blt_tail`), whose
+//! The sixth is the README's BLT with a bound for every horizon (`verify::blt_tail`), whose
 //! operations are counted as it runs.
 //!
 //! Exit codes (semihosting): 0 every blob verified and every lowered one refused, 1 otherwise,
@@ -52,11 +54,15 @@ mod log {
 }
 
 /// The blobs, with their names.
-static BLOBS: [(&str, &[u8]); 7] = [
+static BLOBS: [(&str, &[u8]); 8] = [
     ("banded (h, r) = (4, 4), n = 64, single", include_bytes!("../../verify-banded.mfc")),
     (
         "banded (h, r) = (4, 4), n = 64, fixed epoch order (4, 16)",
         include_bytes!("../../verify-banded-every.mfc"),
+    ),
+    (
+        "banded (h, r) = (4, 4), n = 64, min-sep (4, 16)",
+        include_bytes!("../../verify-banded-min-sep.mfc"),
     ),
     ("blt m = 4, n = 4096, min-sep (4, 16)", include_bytes!("../../verify-blt.mfc")),
     ("bandmf general b = 8, n = 64, min-sep (4, 16)", include_bytes!("../../verify-bandmf.mfc")),
