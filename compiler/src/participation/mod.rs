@@ -261,9 +261,9 @@ pub fn sensitivity(c: MatRef<'_, f64>, participation: &Participation) -> Result<
 /// `max_π Σ_{i,j∈π} |X_ij|` (exact when `X[π,π] ≥ 0`); under min separation the row-wise bound
 /// of Choquette-Choo et al. 2023b, Alg. 4 (`max_π Σ_{i∈π} r_i`, `r_i` the best
 /// `Σ_{j∈π} |X_ij|` over patterns `π ∋ i`: the branch and bound of [`search`] stopped at its
-/// root, [`SensitivityMethod::PatternSearchBound`]), unless the exact value equals it, since the
-/// device cannot afford the search over the whole `n × n` matrix. Equal to [`sensitivity`]
-/// otherwise.
+/// root, [`SensitivityMethod::PatternSearchBound`]), unless the exact value equals it or a
+/// pattern holds at most two steps (the device scans the pairs), since the device cannot afford
+/// the search over the whole `n × n` matrix. Equal to [`sensitivity`] otherwise.
 pub fn device_verifiable_sensitivity(
     c: MatRef<'_, f64>,
     participation: &Participation,
@@ -307,7 +307,12 @@ fn sensitivity_with(
                 min_separation,
                 search::DEFAULT_BUDGET,
             )?;
-            if spectral || exact.method == SensitivityMethod::OrthogonalColumns {
+            // With at most two steps a pattern the device scans the pairs: the exact value.
+            let steps_per_pattern = max_participations.min(n.div_ceil(min_separation.max(1)));
+            if spectral
+                || exact.method == SensitivityMethod::OrthogonalColumns
+                || steps_per_pattern <= 2
+            {
                 return Ok(exact);
             }
             // The search stopped at its root: the row-wise bound (search module docs).
@@ -693,9 +698,10 @@ mod tests {
 
     /// Under min separation the device-verifiable value is the row-wise bound (Choquette-Choo
     /// et al. 2023b, Alg. 4) when it exceeds the exact one: `X_00 = X_22 = 2`, `X_11 = X_33 = 1`,
-    /// `X_01 = X_23 = 1/2`, `(k, b) = (2, 1)`. Every row's best partner adds 1/2, so
-    /// `r = (2.5, 1.5, 2.5, 1.5)` and the bound is `√(r_0 + r_2) = √5`, while every pair holds
-    /// at most 4 (`{0, 2}`: 2 + 2; `{0, 1}`: 2 + 1 + 2·½).
+    /// `X_01 = X_23 = 1/2`, `(k, b) = (3, 1)`. Every row's best partners add 1/2, so
+    /// `r = (2.5, 1.5, 2.5, 1.5)` and the bound is `√(r_0 + r_1 + r_2) = √6.5`, while every
+    /// pattern holds at most 6 (`{0, 1, 2}`: 2 + 1 + 2 + 2·½). With at most two steps a pattern
+    /// (`k = 2`) the exact value is recorded: the device scans the pairs.
     #[test]
     fn device_verifiable_min_separation_is_the_row_wise_bound() {
         let x = Mat::from_fn(4, 4, |i, j| match (i, j) {
@@ -705,21 +711,20 @@ mod tests {
             _ => 0.0,
         });
         let c = x.llt(Side::Lower).unwrap().L().transpose().to_owned();
-        let p = Participation::min_separation(2, 1).unwrap();
+        let p = Participation::min_separation(3, 1).unwrap();
         let exact = sensitivity(c.as_ref(), &p).unwrap();
         assert_eq!(exact.method, SensitivityMethod::NonnegativeGram);
-        assert!((exact.value - 2.0).abs() < 1e-12, "{exact:?}");
+        assert!((exact.value - 6f64.sqrt()).abs() < 1e-12, "{exact:?}");
         let brute = brute_force_sensitivity(c.as_ref(), &p).unwrap();
-        assert!((brute - 2.0).abs() < 1e-12, "{brute}");
+        assert!((brute - 6f64.sqrt()).abs() < 1e-12, "{brute}");
         let device = device_verifiable_sensitivity(c.as_ref(), &p).unwrap();
         assert_eq!(device.method, SensitivityMethod::PatternSearchBound);
-        assert!((device.value - 5f64.sqrt()).abs() < 1e-12, "{device:?}");
-        // Where the bound is exact, the exact method is recorded.
-        let every = Participation::min_separation(2, 2).unwrap();
-        assert_eq!(
-            device_verifiable_sensitivity(c.as_ref(), &every).unwrap(),
-            sensitivity(c.as_ref(), &every).unwrap()
-        );
+        assert!((device.value - 6.5f64.sqrt()).abs() < 1e-12, "{device:?}");
+        // k = 2: the row-wise bound would be √5 (r_0 + r_2), the exact value is 2.
+        let pairs = Participation::min_separation(2, 1).unwrap();
+        let device = device_verifiable_sensitivity(c.as_ref(), &pairs).unwrap();
+        assert_eq!(device, sensitivity(c.as_ref(), &pairs).unwrap());
+        assert!((device.value - 2.0).abs() < 1e-12, "{device:?}");
     }
 
     /// A case where the Gram matrix has a negative entry inside a pattern: the exact formula
