@@ -1,11 +1,11 @@
 //! Verification of the banded-plus-low-rank form (decoder 0) for the prefix-sum workload: the
 //! sensitivity of the encoder `Ĉ = B̂⁻¹S` from the stored `f32` coefficients of `B̂`, under
-//! single participation, fixed epoch order and min separation, with the rounding of this computation bounded
-//! (the soundness rule of [`super`]). The encoder is not stored: each column `ŷ_j ≈ Ĉ e_j`
-//! solves `B̂ y_j = S e_j` by forward substitution with the bands and the low-rank factors
-//! (Denisov et al. 2022, App. H) in plain `f64`, and is checked **a posteriori** by its residual
-//! `ρ_j = S e_j − B̂ ŷ_j`, computed with running error bounds, `ŷ_j` taken as exact (one dot
-//! product per row: the bounds never compound). Then `y_j − ŷ_j = B̂⁻¹ρ_j = Ĉ S⁻¹ρ_j` and
+//! single participation, fixed epoch order and min separation, with the rounding of this
+//! computation bounded (the soundness rule of [`super`]). The encoder is not stored: each column
+//! `ŷ_j ≈ Ĉ e_j` solves `B̂ y_j = S e_j` by forward substitution with the bands and the low-rank
+//! factors (Denisov et al. 2022, App. H) in plain `f64`, and is checked **a posteriori** by its
+//! residual `ρ_j = S e_j − B̂ ŷ_j`, computed with running error bounds, `ŷ_j` taken as exact (one
+//! dot product per row: the bounds never compound). Then `y_j − ŷ_j = B̂⁻¹ρ_j = Ĉ S⁻¹ρ_j` and
 //! `‖S⁻¹v‖₁ ≤ 2‖v‖₁` (first differences), so with `Y = max_j ‖y_j‖` and `ε_j = 2‖ρ_j‖₁`:
 //! `‖y_j − ŷ_j‖ ≤ ε_j·Y`.
 //!
@@ -26,32 +26,29 @@
 //! γŶ² + 3εY²` (`γ = (n + 2)·2u`, Higham 2002, §3.1; `ε = max_j ε_j ≤ 1`), added for each of
 //! the `k'²` pairs of a window.
 //!
+//! **Min separation** (`--min-sep b`). The exact value is a branch and bound over the exponentially
+//! many patterns on the whole `n × n` matrix `|X|`, which fits neither a device's scratch nor its
+//! time. The compiler records instead, for this form, that search stopped at its root: the row-wise
+//! bound of Choquette-Choo et al. 2023b, Alg. 4 (`Σ_{i,j∈π} |X_ij| = Σ_{i∈π} Σ_{j∈π} |X_ij| ≤
+//! Σ_{i∈π} r_i`), a bound for contributions of any dimension as above
+//! (`mfc_compiler::participation::device_verifiable_sensitivity`), above the exact value only where
+//! a row's best partners differ between patterns. The device needs one row of `X` at a time, `X e_i
+//! = Ĉᵀŷ_i = SᵀB̂⁻ᵀŷ_i`: the column `ŷ_i` as above (residual `ρ_i`, `ε_i = 2‖ρ_i‖₁`), then `ŵ ≈
+//! B̂⁻ᵀŷ_i` by backward substitution with the bands and the low-rank factors transposed, checked by
+//! its residual `σ = ŷ_i − B̂ᵀŵ` (running error bounds, `ŵ` taken as exact), and `ẑ = Sᵀŵ` by
+//! suffix sums with a running error bound `e`. Since `Sᵀŵ − Ĉᵀŷ_i = −Ĉᵀσ` and `(Ĉᵀŷ_i)_j = ⟨y_j,
+//! ŷ_i⟩`, `|X_ij − ẑ_j| ≤ e + Y‖σ‖₁ + ε_iY²`. The best partners of `i` (at most `k' − 1`, at least
+//! `b` from `i` and from each other) left and right come from the dynamic programme of Alg. 3 on
+//! `|ẑ|`, `O(n·k')` per row over two levels of `n`, and the same programme over the rows gives
+//! `max_π Σ_{i∈π} r̂_i`; the `k'²` entries of a pattern add `k'²` times the entry error. Every sum
+//! of at most `k'` non-negative terms is rounded up by `1 + (k' + 2)·2u`. With at most two
+//! participations (`k' ≤ 2`) the pairs are scanned instead, `X_ii + X_jj + 2|X_ij|` for `j ≤ i − b`
+//! as row `i` comes (`O(n)` per row, `X̂_jj` kept from row `j`): the absolute-Gram value itself,
+//! which the compiler records, since the row-wise bound can be well above it there (+1.7% at `n =
+//! 200`, `(k, b) = (2, 50)`, `(h, r) = (4, 4)`, `tests/tests/spine.rs`).
 //!
-//! **Min separation** (`--min-sep b`). The exact value is a branch and bound over the
-//! exponentially many patterns on the whole `n × n` matrix `|X|`, which fits neither a device's
-//! scratch nor its time. The compiler records instead, for this form, that search stopped at its
-//! root: the row-wise bound of Choquette-Choo et al. 2023b, Alg. 4
-//! (`Σ_{i,j∈π} |X_ij| = Σ_{i∈π} Σ_{j∈π} |X_ij| ≤ Σ_{i∈π} r_i`), a bound for contributions of any
-//! dimension as above (`mfc_compiler::participation::device_verifiable_sensitivity`), above
-//! the exact value only where a row's best partners differ between patterns. The device needs
-//! one row of `X` at a time, `X e_i = Ĉᵀŷ_i = SᵀB̂⁻ᵀŷ_i`: the column
-//! `ŷ_i` as above (residual `ρ_i`, `ε_i = 2‖ρ_i‖₁`), then `ŵ ≈ B̂⁻ᵀŷ_i` by backward
-//! substitution with the bands and the low-rank factors transposed, checked by its residual
-//! `σ = ŷ_i − B̂ᵀŵ` (running error bounds, `ŵ` taken as exact), and `ẑ = Sᵀŵ` by suffix sums
-//! with a running error bound `e`. Since `Sᵀŵ − Ĉᵀŷ_i = −Ĉᵀσ` and `(Ĉᵀŷ_i)_j = ⟨y_j, ŷ_i⟩`,
-//! `|X_ij − ẑ_j| ≤ e + Y‖σ‖₁ + ε_iY²`. The best partners of `i` (at most `k' − 1`, at least
-//! `b` from `i` and from each other) left and right come from the dynamic programme of Alg. 3
-//! on `|ẑ|`, `O(n·k')` per row over two levels of `n`, and the same programme over the rows
-//! gives `max_π Σ_{i∈π} r̂_i`; the `k'²` entries of a pattern add `k'²` times the entry error.
-//! Every sum of at most `k'` non-negative terms is rounded up by `1 + (k' + 2)·2u`. With at
-//! most two participations (`k' ≤ 2`) the pairs are scanned instead, `X_ii + X_jj + 2|X_ij|`
-//! for `j ≤ i − b` as row `i` comes (`O(n)` per row, `X̂_jj` kept from row `j`): the
-//! absolute-Gram value itself, which the compiler records, since the row-wise bound can be
-//! well above it there (+1.7% at `n = 200`, `(k, b) = (2, 50)`, `(h, r) = (4, 4)`,
-//! `tests/tests/spine.rs`).
-//!
-//! **Not verified here.** A custom workload: the sensitivity is
-//! that of `B̂⁻¹A` and the blob stores only the label of `A`
+//! **Not verified here.** A custom workload: the sensitivity is that of `B̂⁻¹A` and the blob stores
+//! only the label of `A`
 //! ([`Unverifiable::WorkloadNotStored`](super::Unverifiable::WorkloadNotStored)).
 
 use mfc_formats::{BandedLowRank, F32Table, Participation};
