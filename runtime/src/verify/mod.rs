@@ -38,7 +38,7 @@
 //! | BLT, every horizon (`BltTailBound`) | single | `Σ_{t<T} c_t²` as above plus a tail through `‖A^k‖_∞ ≤ ½` ([`blt_tail`]) | `k·(m² + 2m) + T·m`, counted as it runs | `m² + 3m` |
 //! | banded + low rank, prefix sum | single | `max_j ‖B̂⁻¹ S e_j‖²`, forward substitution per column, checked by its residual ([`banded`]) | `n(n + 1)/2 · (h + 2r)` | `h + 2r` |
 //! | banded + low rank, prefix sum | fixed epoch order | `max_π Σ_{i,j∈π} \|X_ij\|`, `X = ĈᵀĈ`, over the windows of `k'` columns `b` apart ([`banded`]) | `n(n + 1)/2 · (h + 2r + k')` | `⌈n/b⌉(h + 2r + 1 + k')` |
-//! | banded + low rank, prefix sum | min separation | row-wise bound `max_π Σ_{i∈π} r_i`, `r_i = max_{π∋i} Σ_{j∈π} \|X_ij\|` (Choquette-Choo et al. 2023b, Alg. 4), a row of `X` per transposed solve ([`banded`]) | `n(n + 1)/2 · (h + 2r) + n²(h + 2r + k') + n·k'` | `4n + k' + 1 + 2(h + 2r)` |
+//! | banded + low rank, prefix sum | min separation | row-wise bound `max_π Σ_{i∈π} r_i`, `r_i = max_{π∋i} Σ_{j∈π} \|X_ij\|` (Choquette-Choo et al. 2023b, Alg. 4), a row of `X` per transposed solve (`verify/banded.rs`) | `n(n + 1)/2 · (h + 2r) + n²(h + 2r + k') + n·k'` | `4n + k' + 1 + 2(h + 2r)` |
 //! | FFT Circulant, `s` stamps | single | `max_j (SᵀT̂⁻¹S)[j, j]` of one block, `T̂⁻¹` by Levinson–Durbin checked by its Gohberg–Semencul residual ([`fft`]) | `14m²` | `18m` |
 //! | FFT OptimalDecoder, `s` stamps | single | `‖ŷ‖/(1 − ‖M̂T̂ − I‖₁)`, the residual of the stored generator bounded in `O(m²)` ([`fft`]) | `11m²` | `18m` |
 //! | FFT, both kinds | fixed epoch order, Gram `≥ 0` on the patterns (Circulant: or `AbsoluteGramBound` recorded) | `max_π 1ᵀ\|X[π, π]\|1` of the block-diagonal Gram, signs certified ([`fft`]) | the above `+ n·k'²·2m` (Circulant), `+ n·k'²` (OptimalDecoder) | `18m` |
