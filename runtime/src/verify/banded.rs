@@ -49,7 +49,7 @@
 //!
 //! **Not verified here.** A custom workload: the sensitivity is that of `B̂⁻¹A` and the blob stores
 //! only the label of `A`
-//! ([`Unverifiable::WorkloadNotStored`](super::Unverifiable::WorkloadNotStored)).
+//! ([`super::Unverifiable::WorkloadNotStored`]).
 
 use mfc_formats::{BandedLowRank, F32Table, Participation};
 

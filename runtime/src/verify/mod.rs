@@ -60,7 +60,7 @@ use mfc_formats::{
 
 use crate::Error;
 
-mod banded;
+pub mod banded;
 pub mod blt_tail;
 pub mod fft;
 

@@ -55,7 +55,10 @@ mod log {
 
 /// The blobs, with their names.
 static BLOBS: [(&str, &[u8]); 8] = [
-    ("banded (h, r) = (4, 4), n = 64, single", include_bytes!("../../verify-banded.mfc")),
+    (
+        "banded (h, r) = (4, 4), n = 64, single",
+        include_bytes!("../../verify-banded.mfc"),
+    ),
     (
         "banded (h, r) = (4, 4), n = 64, fixed epoch order (4, 16)",
         include_bytes!("../../verify-banded-every.mfc"),
@@ -64,10 +67,22 @@ static BLOBS: [(&str, &[u8]); 8] = [
         "banded (h, r) = (4, 4), n = 64, min-sep (4, 16)",
         include_bytes!("../../verify-banded-min-sep.mfc"),
     ),
-    ("blt m = 4, n = 4096, min-sep (4, 16)", include_bytes!("../../verify-blt.mfc")),
-    ("bandmf general b = 8, n = 64, min-sep (4, 16)", include_bytes!("../../verify-bandmf.mfc")),
-    ("blt m = 4, n = 48, unbounded horizon", include_bytes!("../../verify-blt-unbounded.mfc")),
-    ("fft circulant m = 16, s = 2, single", include_bytes!("../../verify-fft.mfc")),
+    (
+        "blt m = 4, n = 4096, min-sep (4, 16)",
+        include_bytes!("../../verify-blt.mfc"),
+    ),
+    (
+        "bandmf general b = 8, n = 64, min-sep (4, 16)",
+        include_bytes!("../../verify-bandmf.mfc"),
+    ),
+    (
+        "blt m = 4, n = 48, unbounded horizon",
+        include_bytes!("../../verify-blt-unbounded.mfc"),
+    ),
+    (
+        "fft circulant m = 16, s = 2, single",
+        include_bytes!("../../verify-fft.mfc"),
+    ),
     (
         "fft optimal decoder m = 16, s = 2, single",
         include_bytes!("../../verify-fft-optimal.mfc"),
