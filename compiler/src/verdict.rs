@@ -39,11 +39,11 @@ fn reason(why: Unverifiable) -> String {
     }
 }
 
-/// Runs the verification with the host's budget.
-pub fn check(m: &Validated<'_>) -> Outcome {
-    let mut scratch = vec![0.0; verify::scratch_len(m)];
-    // A BLT bound for every horizon counts its operations as it runs (`verify::blt_tail`).
-    let operations = verify::operations(m).or_else(|| match m.decoder {
+/// The operations a verified blob's check took: [`verify::operations`], or for a BLT bound for
+/// every horizon, which counts its operations as it runs (`verify::blt_tail`), a second run of
+/// it (quick: the blob was just verified).
+fn operations(m: &Validated<'_>) -> Option<u64> {
+    verify::operations(m).or_else(|| match m.decoder {
         mfc_runtime::formats::Decoder::Blt(d) => {
             let mut tail = vec![0.0; verify::blt_tail::scratch_len(d.buffers())];
             verify::blt_tail::certify(d.theta, d.omega, &mut tail, VERIFY_OPERATIONS)
@@ -51,17 +51,25 @@ pub fn check(m: &Validated<'_>) -> Outcome {
                 .map(|c| c.operations)
         }
         _ => None,
-    });
+    })
+}
+
+/// Runs the verification with the host's budget.
+pub fn check(m: &Validated<'_>) -> Outcome {
+    let mut scratch = vec![0.0; verify::scratch_len(m)];
     match verify::verify(m, &mut scratch, VERIFY_OPERATIONS) {
-        Ok(Verdict::Verified { recorded, bound }) => Outcome {
-            json: json!({"verdict": "verified", "recorded": recorded, "bound": bound,
+        Ok(Verdict::Verified { recorded, bound }) => {
+            let operations = operations(m);
+            Outcome {
+                json: json!({"verdict": "verified", "recorded": recorded, "bound": bound,
                          "operations": operations}),
-            text: format!(
-                "verified: recorded {recorded:.9} ≥ {bound:.9}, the bound recomputed from the stored coefficients ({} operations)",
-                operations.unwrap_or(0)
-            ),
-            refusal: None,
-        },
+                text: format!(
+                    "verified: recorded {recorded:.9} ≥ {bound:.9}, the bound recomputed from the stored coefficients ({} operations)",
+                    operations.unwrap_or(0)
+                ),
+                refusal: None,
+            }
+        }
         Ok(Verdict::Unverifiable(why)) => Outcome {
             json: json!({"verdict": "unverifiable", "reason": reason(why)}),
             text: format!("unverifiable: {}", reason(why)),

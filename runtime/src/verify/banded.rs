@@ -53,7 +53,7 @@
 
 use mfc_formats::{BandedLowRank, F32Table, Participation};
 
-use super::{Bounded, GROW, LOOSENESS, TWO_U, Unverifiable, UpperSum, solve_up, sqrt_up};
+use super::{Bounded, GROW, LOOSENESS, TWO_U, Unverifiable, UpperSum, solve_up, sqrt_up, upper};
 
 /// `⌈n/b⌉`, the most columns one residue class `s mod b` holds.
 fn class_len(steps: usize, b: usize) -> usize {
@@ -188,8 +188,8 @@ fn single(d: BandedLowRank<'_>, steps: usize, scratch: &mut [f64]) -> Result<f64
             residual.add(rho);
             norm.add(y * y);
         }
-        best = best.max(norm.value());
-        worst_residual = worst_residual.max(residual.value());
+        best = upper(best, norm.value());
+        worst_residual = upper(worst_residual, residual.value());
     }
     solve_up(sqrt_up(best), 2.0 * worst_residual * GROW)
 }
@@ -235,13 +235,13 @@ fn fixed_epoch_order(
         for p in 0..columns {
             let column = &used[p * stride..(p + 1) * stride];
             let gram = &column[h + 2 * r + 1..];
-            squared_norm = squared_norm.max(gram[0]);
+            squared_norm = upper(squared_norm, gram[0]);
             // The residual's running sum has at most n terms.
             let residual = UpperSum {
                 sum: column[h + 2 * r],
                 terms: steps as u64,
             };
-            worst_residual = worst_residual.max(residual.value());
+            worst_residual = upper(worst_residual, residual.value());
         }
         for start in 0..columns {
             let mut window = UpperSum::default();
@@ -252,7 +252,7 @@ fn fixed_epoch_order(
                     window.add(2.0 * x.abs());
                 }
             }
-            windows = windows.max(window.value());
+            windows = upper(windows, window.value());
         }
     }
     // Ŷ² ≥ max_j ‖ŷ_j‖² (computed ‖ŷ‖² ≥ (1 − γ)‖ŷ‖²; γ < 10⁻⁶ for n < 2³²), Y ≤ Ŷ/(1 − ε).
@@ -329,7 +329,7 @@ fn best_by_count<'a>(
         for t in (lo..hi).rev() {
             let skip = if t + 1 < hi { cur[t + 1] } else { 0.0 };
             let take = x[t].abs() + if t + b < hi { prev[t + b] } else { 0.0 };
-            cur[t] = skip.max(take);
+            cur[t] = upper(skip, take);
         }
         each(c, cur[lo]);
         core::mem::swap(&mut prev, &mut cur);
@@ -382,8 +382,8 @@ fn min_separation(
             norm.add(y * y);
             *slot = y;
         }
-        squared_norm = squared_norm.max(norm.value());
-        worst_residual = worst_residual.max(residual.value());
+        squared_norm = upper(squared_norm, norm.value());
+        worst_residual = upper(worst_residual, residual.value());
         // Row i of X̂: (Sᵀŵ)_j = Σ_{t ≥ j} ŵ_t, ŵ = B̂⁻ᵀŷ_i by backward substitution.
         back_ring.fill(0.0);
         gamma.fill(0.0);
@@ -396,17 +396,17 @@ fn min_separation(
             row[q] = suffix.v;
         }
         // The running bound of the suffix sums only grows: its last value bounds them all.
-        worst_sum = worst_sum.max(suffix.e);
-        worst_back = worst_back.max(back.value());
+        worst_sum = upper(worst_sum, suffix.e);
+        worst_back = upper(worst_back, back.value());
         if k <= 2 {
             // At most two steps: the absolute-Gram value itself, max(X_ii, X_ii + X_jj + 2|X_ij|)
             // over the pairs j ≤ i − b, with X̂_jj kept from row j.
             let diagonal = row[i].abs();
             bounds[i] = diagonal;
-            pairs = pairs.max(diagonal);
+            pairs = upper(pairs, diagonal);
             if k == 2 {
                 for (j, x) in row.iter().enumerate().take((i + 1).saturating_sub(b)) {
-                    pairs = pairs.max(diagonal + bounds[j] + 2.0 * x.abs());
+                    pairs = upper(pairs, diagonal + bounds[j] + 2.0 * x.abs());
                 }
             }
             continue;
@@ -418,7 +418,7 @@ fn min_separation(
         let mut partners = 0.0f64;
         let right = ((i + b).min(n), n);
         best_by_count(row, right, levels, b, (prev, cur), |c, v| {
-            partners = partners.max(counts[levels - c] + v);
+            partners = upper(partners, counts[levels - c] + v);
         });
         bounds[i] = (row[i].abs() + partners) * sum_up;
     }
