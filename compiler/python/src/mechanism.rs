@@ -156,7 +156,8 @@ impl Mechanism {
     /// it).
     fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let m = Blob::from_bytes(&self.blob).map_err(Error::from)?;
-        to_python(py, &mfc_compiler::verdict::check(&m).json)
+        let verification = py.detach(|| mfc_compiler::verdict::check(&m));
+        to_python(py, &verification.json)
     }
 
     /// The decoder form: `banded`, `blt`, `fft` or `bandmf`.

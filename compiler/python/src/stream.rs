@@ -159,10 +159,10 @@ impl Stream {
         let noise = noise(seed.as_ref())?;
         let blob = mechanism.blob();
         let m = Blob::from_bytes(blob).map_err(Error::from)?;
-        // The device's check first, as `mfc simulate` does: a blob recording less sensitivity
-        // than its coefficients have is refused before any step; one the runtime cannot check
-        // is replayed with a warning.
-        let verification = mfc_compiler::verdict::check(&m);
+        // The device's check first, as `mfc simulate` does (with the GIL released: it may take
+        // seconds): a blob recording less sensitivity than its coefficients have is refused
+        // before any step; one the runtime cannot check is replayed with a warning.
+        let verification = py.detach(|| mfc_compiler::verdict::check(&m));
         if let Some(e) = verification.refusal {
             return Err(Error::Runtime(e).into());
         }
