@@ -243,24 +243,7 @@ fn banded_fixed_epoch_order_budget_and_scratch_are_enforced() {
     let needed = verify::operations(&m).unwrap();
     assert_eq!(needed, 26 * 27 / 2 * (3 + 2 * 2 + 4));
     assert_eq!(verify::scratch_len(&m), 4 * (3 + 2 * 2 + 1 + 4));
-    let mut scratch = vec![0.0; verify::scratch_len(&m)];
-    assert_eq!(
-        verify::verify(&m, &mut scratch, needed - 1),
-        Ok(Verdict::Unverifiable(Unverifiable::OverBudget {
-            operations: needed
-        }))
-    );
-    let short = scratch.len() - 1;
-    assert_eq!(
-        verify::verify(&m, &mut scratch[..short], needed),
-        Ok(Verdict::Unverifiable(Unverifiable::ScratchTooSmall {
-            needed: short + 1
-        }))
-    );
-    assert!(matches!(
-        verify::verify(&m, &mut scratch, needed),
-        Ok(Verdict::Verified { .. })
-    ));
+    budget_and_scratch_are_exact(&m, needed);
 }
 
 /// `mfc inspect` prints the verdict and refuses (exit 2) a lowered blob; `mfc simulate` refuses
@@ -491,24 +474,7 @@ fn banded_min_separation_budget_and_scratch_are_enforced() {
         26 * 27 / 2 * (3 + 2 * 2) + 26 * 26 * (3 + 2 * 2 + 4) + 26 * 4
     );
     assert_eq!(verify::scratch_len(&m), 4 * 26 + 4 + 1 + 2 * (3 + 2 * 2));
-    let mut scratch = vec![0.0; verify::scratch_len(&m)];
-    assert_eq!(
-        verify::verify(&m, &mut scratch, needed - 1),
-        Ok(Verdict::Unverifiable(Unverifiable::OverBudget {
-            operations: needed
-        }))
-    );
-    let short = scratch.len() - 1;
-    assert_eq!(
-        verify::verify(&m, &mut scratch[..short], needed),
-        Ok(Verdict::Unverifiable(Unverifiable::ScratchTooSmall {
-            needed: short + 1
-        }))
-    );
-    assert!(matches!(
-        verify::verify(&m, &mut scratch, needed),
-        Ok(Verdict::Verified { .. })
-    ));
+    budget_and_scratch_are_exact(&m, needed);
 }
 
 /// A small deterministic generator (xorshift64*): uniform in `[lo, hi)`, rounded to `f32`.
@@ -597,4 +563,27 @@ fn banded_fixed_epoch_order_bound_matches_the_dense_reference() {
     }
     assert_eq!(checked, 28);
     assert!(mixed >= 6, "only {mixed} cases with negative Gram entries");
+}
+
+/// `m` verifies with exactly `needed` operations and `scratch_len` floats; one operation or one
+/// float fewer is the typed `Unverifiable` that says how many it needs.
+fn budget_and_scratch_are_exact(m: &mfc_runtime::Validated<'_>, needed: u64) {
+    let mut scratch = vec![0.0; verify::scratch_len(m)];
+    assert_eq!(
+        verify::verify(m, &mut scratch, needed - 1),
+        Ok(Verdict::Unverifiable(Unverifiable::OverBudget {
+            operations: needed
+        }))
+    );
+    let short = scratch.len() - 1;
+    assert_eq!(
+        verify::verify(m, &mut scratch[..short], needed),
+        Ok(Verdict::Unverifiable(Unverifiable::ScratchTooSmall {
+            needed: short + 1
+        }))
+    );
+    assert!(matches!(
+        verify::verify(m, &mut scratch, needed),
+        Ok(Verdict::Verified { .. })
+    ));
 }
