@@ -114,9 +114,7 @@ impl PrivacyStatement {
             privacy,
         })
     }
-}
 
-impl PrivacyStatement {
     /// The statement with its error figures over `steps` steps rather than the design steps
     /// `step_stddev` lists: a BLT that runs past the steps it was optimized for (`--horizon`),
     /// whose `sqrt(L)` and largest and last per-step stddev (`σ = ζ = 1`, relation applied) over
