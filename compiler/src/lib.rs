@@ -23,6 +23,7 @@ pub mod participation;
 pub mod pipeline;
 mod refine;
 pub mod report;
+pub mod rescale;
 pub mod sensitivity;
 pub mod signing;
 pub mod stamp;

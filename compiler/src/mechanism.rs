@@ -16,6 +16,7 @@ use crate::multi_epoch::{MultiEpochOptions, optimize_multi_epoch};
 use crate::optimize::{OptimizeOptions, Optimum, Progress, optimize_single_participation};
 use crate::participation::{Participation, device_verifiable_sensitivity, sensitivity};
 use crate::refine;
+use crate::rescale::rescale;
 use crate::sensitivity::{encoder_for_decoder, loss, per_step_variance};
 use crate::stamp::{evaluate_gram, stamp};
 use crate::{Error, Result};
@@ -357,6 +358,13 @@ const ACTIVE_SET_ROUNDS: usize = 8;
 /// refinement never does worse than `start`. On the prefix sum this removes 30-40% of ALS's
 /// excess over the optimum for single participation.
 ///
+/// Under single participation and fixed epoch order the best result is then rescaled
+/// ([`rescale`]: the optimal diagonal change of basis `(B̂S⁻¹, SĈ)`, which keeps the class), and
+/// that candidate is kept when the shipped loss says so. On the prefix sum under single
+/// participation it removes about 30-40% of the excess that is left (`mfc compile --steps 1024
+/// --band 5 --rank 5`: +0.39% → +0.22% over the optimum; n = 4096, (7, 5): +1.38% → +0.98%).
+/// With `iterations = 0` the start ships unchanged.
+///
 /// [`participation::search`]: crate::participation::search
 /// [`participation::sensitivity`]: crate::participation::sensitivity
 pub fn refine_for_shipped_loss(
@@ -403,8 +411,26 @@ pub fn refine_for_shipped_loss(
             best = current.clone();
         }
     }
+    // The smooth maximum leaves the patterns' terms unequal; the optimal diagonal rescaling
+    // equalizes them ([`rescale`], certified by its dual under single participation). A
+    // candidate like the rounds' results: kept when the sensitivity that ships says it is
+    // better. Not under min-separation, whose maximum the active set does not hold.
+    if rounds == 1 && iterations > 0 {
+        let rescaled = rescale(a, &best, &patterns, RESCALE_TOLERANCE, RESCALE_ITERATIONS)
+            .and_then(|r| balanced(&r.decoder));
+        if let Ok(candidate) = rescaled {
+            if shipped_loss(&candidate).is_ok_and(|loss| loss < best_loss) {
+                best = candidate;
+            }
+        }
+    }
     Ok(best)
 }
+
+/// The relative dual gap at which [`rescale`] stops, and its iteration cap: at n = 4096, (7, 5)
+/// the gap falls below 1e-6 after about 230 multiplicative iterations (2 s).
+const RESCALE_TOLERANCE: f64 = 1e-6;
+const RESCALE_ITERATIONS: usize = 2000;
 
 /// The worst min-separation pattern of the encoder `B̂⁻¹A` (`None` for other schemas).
 fn worst_pattern(
@@ -487,6 +513,19 @@ mod tests {
                 als.sqrt_loss
             );
             assert!(c.sqrt_loss <= als.sqrt_loss * (1.0 + 1e-6));
+            // No diagonal rescaling of what ships does better, by the rescaling's dual bound
+            // (up to the f32 rounding of the stored coefficients).
+            let a = Workload::PrefixSum.matrix(n).unwrap();
+            let singletons: Vec<Vec<usize>> = (0..n).map(|j| vec![j]).collect();
+            let bound = rescale(a.as_ref(), &c.compressed, &singletons, 1e-9, 100_000)
+                .unwrap()
+                .dual_bound;
+            assert!(
+                bound.sqrt() >= c.sqrt_loss * (1.0 - 1e-5),
+                "n = {n} ({h}, {r}): a rescaling could reach {} < {}",
+                bound.sqrt(),
+                c.sqrt_loss
+            );
         }
     }
 
