@@ -78,10 +78,10 @@ fn with_columns_divided(decoder: &BandedLowRank, s: &[f64]) -> BandedLowRank {
             out.diagonals[m * h + k] /= s[m - k];
         }
     }
-    for i in 0..n {
-        out.right[i * r..(i + 1) * r]
-            .iter_mut()
-            .for_each(|x| *x /= s[i]);
+    if r > 0 {
+        for (row, si) in out.right.chunks_mut(r).zip(s) {
+            row.iter_mut().for_each(|x| *x /= si);
+        }
     }
     out
 }
