@@ -20,8 +20,9 @@ pub struct CompressOptions {
     /// Ridge penalty on `‖L‖_F² + ‖R‖_F²`.
     pub ridge: f64,
     /// Maximum alternating sweeps. The refinement on the shipped loss follows, so the fit need
-    /// not converge: at n = 1024, (5, 5), 100 sweeps then the refinement ship √L = 94.948, 1000
-    /// sweeps 94.935, for a tenth of the fit's time.
+    /// not converge: at n = 1024, (5, 5), 100 sweeps then the refinement shipped √L = 94.948, 1000
+    /// sweeps 94.935, for a tenth of the fit's time (measured before the rescaling step of
+    /// [`crate::rescale`] followed the refinement).
     pub max_sweeps: usize,
     /// Stop when a sweep lowers the objective by less than this fraction.
     pub tolerance: f64,

@@ -69,8 +69,9 @@ pub struct Args {
     #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = options::rank)]
     rank: usize,
     /// L-BFGS iterations of the refinement that lowers the shipped loss of the (h, r) decoder
-    /// directly after the fit (0: ship the fit). Under several participations a few thousand
-    /// iterations keep improving it (minutes at n = 512).
+    /// directly after the fit, followed by its optimal diagonal rescaling (0: ship the fit).
+    /// Under several participations a few thousand iterations keep improving it (minutes at
+    /// n = 512).
     #[arg(long, default_value_t = 50, allow_negative_numbers = true, value_parser = options::refine)]
     refine: usize,
     /// Stop optimizing when the relative duality gap is at most this (at least 1e-4 for the
