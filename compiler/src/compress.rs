@@ -181,20 +181,29 @@ impl BandedLowRank {
         let mut gram = vec![0.0; r * r];
         let mut low_rank = 0.0;
         for i in h..n {
-            let rt = &self.right[(i - h) * r..(i - h + 1) * r];
-            for p in 0..r {
-                for q in 0..r {
-                    gram[p * r + q] += rt[p] * rt[q];
-                }
-            }
-            let li = &self.left[i * r..(i + 1) * r];
-            for p in 0..r {
-                for q in 0..r {
-                    low_rank += li[p] * gram[p * r + q] * li[q];
-                }
-            }
+            add_outer_product(&mut gram, &self.right[(i - h) * r..(i - h + 1) * r]);
+            add_quadratic_form(&mut low_rank, &gram, &self.left[i * r..(i + 1) * r]);
         }
         band + low_rank
+    }
+}
+
+/// `G += v vᵀ` for an `r × r` row-major `G` and `v` of length `r`.
+pub(crate) fn add_outer_product(gram: &mut [f64], v: &[f64]) {
+    let r = v.len();
+    for (p, row) in gram.chunks_mut(r.max(1)).enumerate() {
+        row.iter_mut().zip(v).for_each(|(g, vq)| *g += v[p] * vq);
+    }
+}
+
+/// `total += vᵀ G v` for an `r × r` row-major `G`, term by term (`total += v_p G_pq v_q` in row
+/// order, so callers that accumulate over many `v` keep their rounding).
+pub(crate) fn add_quadratic_form(total: &mut f64, gram: &[f64], v: &[f64]) {
+    let r = v.len();
+    for (row, vp) in gram.chunks(r.max(1)).zip(v) {
+        for (g, vq) in row.iter().zip(v) {
+            *total += vp * g * vq;
+        }
     }
 }
 

@@ -23,7 +23,7 @@
 use faer::MatRef;
 use rayon::prelude::*;
 
-use crate::compress::BandedLowRank;
+use crate::compress::{BandedLowRank, add_outer_product, add_quadratic_form};
 use crate::{Error, Result};
 
 /// A rescaled decoder and the certificate of its scaling.
@@ -53,18 +53,8 @@ fn squared_column_norms(decoder: &BandedLowRank) -> Vec<f64> {
         .collect();
     let mut gram = vec![0.0; r * r];
     for i in (0..n.saturating_sub(h)).rev() {
-        let lm = &decoder.left[(i + h) * r..(i + h + 1) * r];
-        for p in 0..r {
-            for q in 0..r {
-                gram[p * r + q] += lm[p] * lm[q];
-            }
-        }
-        let ri = &decoder.right[i * r..(i + 1) * r];
-        for p in 0..r {
-            for q in 0..r {
-                beta[i] += ri[p] * gram[p * r + q] * ri[q];
-            }
-        }
+        add_outer_product(&mut gram, &decoder.left[(i + h) * r..(i + h + 1) * r]);
+        add_quadratic_form(&mut beta[i], &gram, &decoder.right[i * r..(i + 1) * r]);
     }
     beta
 }
