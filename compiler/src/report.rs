@@ -377,7 +377,7 @@ impl fmt::Display for CompileReport {
         }
         writeln!(
             f,
-            "shipped (h, r)      ({}, {})  sqrt(L) = {:.4}  (+{:.2}% over the {})",
+            "shipped (h, r)      ({}, {})  sqrt(L) = {:.4}  ({:+.2}% over the {})",
             self.band,
             self.rank,
             self.statement.sqrt_loss,
