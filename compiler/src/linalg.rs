@@ -36,3 +36,33 @@ pub(crate) fn cholesky_solve(g: &[f64], b: &[f64], ridge: f64) -> Option<Vec<f64
     }
     y.iter().all(|x| x.is_finite()).then_some(y)
 }
+
+/// `Σ_m f_m` for `items` vectors of length `len`, each added by `add(acc, m)`, in parallel and
+/// with the same bits on every run: the items are cut into at most 32 contiguous chunks, each
+/// summed in order, and the chunks' sums are added in order (a rayon `fold`/`reduce` splits
+/// where threads steal work, so its rounding, and a compiled blob's bytes, would vary from run
+/// to run).
+pub(crate) fn ordered_parallel_sum(
+    items: usize,
+    len: usize,
+    add: impl Fn(&mut [f64], usize) + Sync,
+) -> Vec<f64> {
+    use rayon::prelude::*;
+    const CHUNKS: usize = 32;
+    let per = items.div_ceil(CHUNKS).max(1);
+    let partials: Vec<Vec<f64>> = (0..items.div_ceil(per))
+        .into_par_iter()
+        .map(|chunk| {
+            let mut acc = vec![0.0; len];
+            for m in chunk * per..((chunk + 1) * per).min(items) {
+                add(&mut acc, m);
+            }
+            acc
+        })
+        .collect();
+    let mut total = vec![0.0; len];
+    for partial in &partials {
+        total.iter_mut().zip(partial).for_each(|(t, x)| *t += x);
+    }
+    total
+}

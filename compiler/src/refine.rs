@@ -179,63 +179,50 @@ pub(crate) fn evaluate(
     });
     // The contraction of Z Ĉᵀ with the structure, one column m of Z and Ĉ at a time.
     let (nd, nl) = (n * h, n * r);
-    let contraction = (0..n)
-        .into_par_iter()
-        .fold(
-            || vec![0.0; nd + 2 * nl],
-            |mut acc, m| {
-                let (zc, cc) = (&z[m * n..(m + 1) * n], column(m));
-                let first = cc.iter().position(|&v| v != 0.0).unwrap_or(n);
-                let (gd, rest) = acc.split_at_mut(nd);
-                let (gl, gr) = rest.split_at_mut(nl);
-                for i in first..n {
-                    let zi = zc[i];
-                    for k in 0..h.min(i - first + 1) {
-                        gd[i * h + k] += zi * cc[i - k];
-                    }
+    let contraction = crate::linalg::ordered_parallel_sum(n, nd + 2 * nl, |acc, m| {
+        let (zc, cc) = (&z[m * n..(m + 1) * n], column(m));
+        let first = cc.iter().position(|&v| v != 0.0).unwrap_or(n);
+        let (gd, rest) = acc.split_at_mut(nd);
+        let (gl, gr) = rest.split_at_mut(nl);
+        for i in first..n {
+            let zi = zc[i];
+            for k in 0..h.min(i - first + 1) {
+                gd[i * h + k] += zi * cc[i - k];
+            }
+        }
+        if r > 0 {
+            let mut running = vec![0.0; r];
+            for i in first + h..n {
+                let j = i - h;
+                let rj = &decoder.right[j * r..(j + 1) * r];
+                running
+                    .iter_mut()
+                    .zip(rj)
+                    .for_each(|(s, v)| *s += cc[j] * v);
+                let zi = zc[i];
+                gl[i * r..(i + 1) * r]
+                    .iter_mut()
+                    .zip(&running)
+                    .for_each(|(g, s)| *g += zi * s);
+            }
+            running.fill(0.0);
+            for j in (first..n).rev() {
+                if j + h < n {
+                    let i = j + h;
+                    let li = &decoder.left[i * r..(i + 1) * r];
+                    running
+                        .iter_mut()
+                        .zip(li)
+                        .for_each(|(s, v)| *s += zc[i] * v);
                 }
-                if r > 0 {
-                    let mut running = vec![0.0; r];
-                    for i in first + h..n {
-                        let j = i - h;
-                        let rj = &decoder.right[j * r..(j + 1) * r];
-                        running
-                            .iter_mut()
-                            .zip(rj)
-                            .for_each(|(s, v)| *s += cc[j] * v);
-                        let zi = zc[i];
-                        gl[i * r..(i + 1) * r]
-                            .iter_mut()
-                            .zip(&running)
-                            .for_each(|(g, s)| *g += zi * s);
-                    }
-                    running.fill(0.0);
-                    for j in (first..n).rev() {
-                        if j + h < n {
-                            let i = j + h;
-                            let li = &decoder.left[i * r..(i + 1) * r];
-                            running
-                                .iter_mut()
-                                .zip(li)
-                                .for_each(|(s, v)| *s += zc[i] * v);
-                        }
-                        let cj = cc[j];
-                        gr[j * r..(j + 1) * r]
-                            .iter_mut()
-                            .zip(&running)
-                            .for_each(|(g, s)| *g += cj * s);
-                    }
-                }
-                acc
-            },
-        )
-        .reduce(
-            || vec![0.0; nd + 2 * nl],
-            |mut a, b| {
-                a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
-                a
-            },
-        );
+                let cj = cc[j];
+                gr[j * r..(j + 1) * r]
+                    .iter_mut()
+                    .zip(&running)
+                    .for_each(|(g, s)| *g += cj * s);
+            }
+        }
+    });
     // ∂‖B̂‖_F²/2: D itself, (Σ_{j ≤ i−h} R_j R_jᵀ) L_i and (Σ_{i ≥ j+h} L_i L_iᵀ) R_j.
     let mut own = vec![0.0; nd + 2 * nl];
     for i in 0..n {

@@ -152,28 +152,15 @@ pub fn rescale(
     };
     // u = Γλ.
     let times = |lambda: &[f64]| -> Vec<f64> {
-        (0..m)
-            .into_par_iter()
-            .fold(
-                || vec![0.0; n],
-                |mut u, p| {
-                    let l = lambda[p];
-                    if l != 0.0 {
-                        u[first[p]..]
-                            .iter_mut()
-                            .zip(column(p))
-                            .for_each(|(u, g)| *u += g * l);
-                    }
-                    u
-                },
-            )
-            .reduce(
-                || vec![0.0; n],
-                |mut a, b| {
-                    a.iter_mut().zip(&b).for_each(|(x, y)| *x += y);
-                    a
-                },
-            )
+        crate::linalg::ordered_parallel_sum(m, n, |u, p| {
+            let l = lambda[p];
+            if l != 0.0 {
+                u[first[p]..]
+                    .iter_mut()
+                    .zip(column(p))
+                    .for_each(|(u, g)| *u += g * l);
+            }
+        })
     };
     let frobenius: f64 = beta.iter().sum();
     let identity_loss = frobenius

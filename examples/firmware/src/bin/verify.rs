@@ -11,11 +11,11 @@
 //!
 //! ```text
 //! mfc compile --workload prefix --steps 64 --band 4 --rank 4 --epsilon 2 --delta 1e-6 \
-//!     --clip-norm 1 --out examples/firmware/verify-banded.mfc              # CRC-32 0xc8f51157
+//!     --clip-norm 1 --out examples/firmware/verify-banded.mfc              # CRC-32 0x5f641869
 //! mfc compile --workload prefix --steps 64 --band 4 --rank 4 --epochs 4 --every 16 \
-//!     --epsilon 2 --delta 1e-6 --out examples/firmware/verify-banded-every.mfc       # 0xe8df9be8
+//!     --epsilon 2 --delta 1e-6 --out examples/firmware/verify-banded-every.mfc       # 0x691341a4
 //! mfc compile --workload prefix --steps 64 --band 4 --rank 4 --epochs 4 --min-sep 16 \
-//!     --epsilon 2 --delta 1e-6 --out examples/firmware/verify-banded-min-sep.mfc     # 0x6b15bcd2
+//!     --epsilon 2 --delta 1e-6 --out examples/firmware/verify-banded-min-sep.mfc     # 0x36192524
 //! mfc compile --workload prefix --form blt --buffers 4 --steps 64 --horizon 4096 --epochs 4 \
 //!     --min-sep 16 --epsilon 2 --delta 1e-6 --out examples/firmware/verify-blt.mfc   # 0x57c4d973
 //! mfc compile --workload prefix --form bandmf --bands 8 --steps 64 --epochs 4 --min-sep 16 \
