@@ -30,7 +30,7 @@ use std::collections::HashMap;
 use faer::{Mat, MatRef};
 use rayon::prelude::*;
 
-use crate::compress::BandedLowRank;
+use crate::compress::{BandedLowRank, add_outer_product};
 use crate::participation::{Participation, sensitivity};
 use crate::{Error, Result};
 
@@ -233,12 +233,7 @@ pub(crate) fn evaluate(
     if r > 0 {
         let mut gram = vec![0.0; r * r];
         for i in h..n {
-            let rt = &decoder.right[(i - h) * r..(i - h + 1) * r];
-            for p in 0..r {
-                for q in 0..r {
-                    gram[p * r + q] += rt[p] * rt[q];
-                }
-            }
+            add_outer_product(&mut gram, &decoder.right[(i - h) * r..(i - h + 1) * r]);
             let li = &decoder.left[i * r..(i + 1) * r];
             for p in 0..r {
                 own[nd + i * r + p] = dot(&gram[p * r..(p + 1) * r], li);
@@ -246,12 +241,7 @@ pub(crate) fn evaluate(
         }
         gram.fill(0.0);
         for j in (0..n.saturating_sub(h)).rev() {
-            let li = &decoder.left[(j + h) * r..(j + h + 1) * r];
-            for p in 0..r {
-                for q in 0..r {
-                    gram[p * r + q] += li[p] * li[q];
-                }
-            }
+            add_outer_product(&mut gram, &decoder.left[(j + h) * r..(j + h + 1) * r]);
             let rj = &decoder.right[j * r..(j + 1) * r];
             for p in 0..r {
                 own[nd + nl + j * r + p] = dot(&gram[p * r..(p + 1) * r], rj);
