@@ -24,6 +24,18 @@ pub enum Error {
     Io(std::io::Error),
     /// A blob could not be encoded or decoded.
     Blob(mfc_formats::Error),
+    /// A blob's stored privacy target claims a smaller `ε` than its noise multiplier gives at
+    /// its `δ` (`report::derived_privacy`).
+    OverstatedPrivacy {
+        /// The `ε` the blob claims.
+        claimed_epsilon: f64,
+        /// The `ε` its `σ` gives at `delta` (infinite when above 10⁴).
+        epsilon: f64,
+        /// The claimed `δ`.
+        delta: f64,
+        /// The blob's `σ`.
+        noise_multiplier: f64,
+    },
     /// A blob file could not be read.
     BlobFile {
         /// The file.
@@ -48,6 +60,20 @@ impl fmt::Display for Error {
             Error::Numerical(why) => write!(f, "numerical failure: {why}"),
             Error::Io(e) => write!(f, "{e}"),
             Error::Blob(e) => write!(f, "{e}"),
+            Error::OverstatedPrivacy {
+                claimed_epsilon,
+                epsilon,
+                delta,
+                noise_multiplier,
+            } => write!(
+                f,
+                "the blob claims (ε, δ) = ({claimed_epsilon}, {delta:e}), but its noise multiplier σ = {noise_multiplier} gives ε = {} at that δ: its stored privacy target is false",
+                if epsilon.is_finite() {
+                    crate::report::epsilon_text(*epsilon)
+                } else {
+                    "more than 10⁴".to_string()
+                }
+            ),
             Error::BlobFile { path, error } => write!(f, "{path}: {error}"),
         }
     }

@@ -23,7 +23,7 @@ use crate::participation::Participation;
 use crate::report::{CompileReport, PrivacyStatement};
 use crate::stamp::choose_stamps;
 use crate::toeplitz::{
-    CompiledBlt, compile_blt, compile_blt_unbounded, horizon_error, optimize_blt,
+    CompiledBlt, compile_blt, compile_blt_unbounded, horizon_errors, optimize_blt,
 };
 use crate::workload::{self, Schedule, Workload};
 
@@ -734,13 +734,13 @@ impl Job<'_> {
             .calibration
             .map_or(1.0, |c| c.noise_multiplier);
         // The standard deviation of the release of step t (in units of ζ): σ·sens·‖B[t−1,:]‖.
-        let growth: Vec<(usize, f64)> = growth_horizons(steps)
-            .into_iter()
-            .map(|t| {
-                let e = horizon_error(&compiled.blt, t, compiled.sensitivity);
-                (t, factor * sigma * e.final_step_stddev)
-            })
-            .collect();
+        let horizons = growth_horizons(steps);
+        let growth: Vec<(usize, f64)> =
+            horizon_errors(&compiled.blt, &horizons, compiled.sensitivity)
+                .into_iter()
+                .zip(&horizons)
+                .map(|(e, &t)| (t, factor * sigma * e.final_step_stddev))
+                .collect();
         let mut table = String::from(
             "per-step error      step t        stddev of release t (units of ζ)   / sqrt(t)\n",
         );

@@ -19,7 +19,7 @@ use crate::participation::Participation;
 pub struct PrivacyReport {
     /// `σ`, the noise multiplier.
     pub noise_multiplier: f64,
-    /// `ε` of the target, if calibrated for one.
+    /// `ε` that `σ` gives at `delta` ([`derived_privacy`]), if calibrated for a target.
     pub epsilon: Option<f64>,
     /// `δ` of the target, if calibrated for one.
     pub delta: Option<f64>,
@@ -29,6 +29,47 @@ pub struct PrivacyReport {
     pub rmse_per_step: f64,
     /// The largest per-step standard deviation per coordinate, `σ·ζ·max_i sens‖B̂[i,:]‖`.
     pub max_stddev_per_step: f64,
+}
+
+/// The `(ε, δ)` a calibration gives: `ε` **derived** from `σ` at the calibration's `δ` by the
+/// analytic Gaussian relation (`mfc_runtime::privacy`, rounded up), never read from the stored
+/// target. A compiled mechanism is one Gaussian mechanism of sensitivity 1 and noise multiplier
+/// `σ` once its noise is scaled by the recorded sensitivity (Denisov et al. 2022, Thm 2.1), so
+/// `σ` and `δ` determine `ε`; a stored target whose `ε` is below that claims more privacy than the
+/// blob gives, and is refused ([`Error::OverstatedPrivacy`]). `None` for a calibration without a
+/// target (`--noise-multiplier`: no `δ` to derive `ε` at).
+pub fn derived_privacy(
+    calibration: &mfc_formats::Calibration,
+) -> Result<Option<(f64, f64)>, crate::Error> {
+    let Some(target) = calibration.target else {
+        return Ok(None);
+    };
+    let sigma = calibration.noise_multiplier;
+    let epsilon = mfc_runtime::privacy::epsilon_for_noise_multiplier(sigma, target.delta).ok_or(
+        crate::Error::OverstatedPrivacy {
+            claimed_epsilon: target.epsilon,
+            epsilon: f64::INFINITY,
+            delta: target.delta,
+            noise_multiplier: sigma,
+        },
+    )?;
+    // The compiler rounds σ up for its target, so an honest target's ε is at least the derived
+    // one, but for the bisections' 1e-12.
+    if target.epsilon < epsilon * (1.0 - 1e-9) {
+        return Err(crate::Error::OverstatedPrivacy {
+            claimed_epsilon: target.epsilon,
+            epsilon,
+            delta: target.delta,
+            noise_multiplier: sigma,
+        });
+    }
+    Ok(Some((epsilon, target.delta)))
+}
+
+/// `ε` for a report: rounded **up** to six decimals, without trailing zeros (`2` for the
+/// `1.999999999…` of a `σ` calibrated for `ε = 2` and rounded up).
+pub fn epsilon_text(epsilon: f64) -> String {
+    format!("{}", (epsilon * 1e6).ceil() / 1e6)
 }
 
 /// What every compile report states about what ships, whatever its form: the schema and the
@@ -89,14 +130,20 @@ impl PrivacyStatement {
         let sqrt_loss = step_stddev.iter().map(|s| s * s).sum::<f64>().sqrt();
         let max_stddev = step_stddev.iter().copied().fold(0.0, f64::max);
         let steps = step_stddev.len().max(1) as f64;
-        let privacy = options.calibration.map(|cal| PrivacyReport {
-            noise_multiplier: cal.noise_multiplier,
-            epsilon: cal.target.map(|t| t.epsilon),
-            delta: cal.target.map(|t| t.delta),
-            zcdp_rho: crate::calibrate::zcdp_rho(cal.noise_multiplier),
-            rmse_per_step: cal.noise_multiplier * clip_norm * sqrt_loss / steps.sqrt(),
-            max_stddev_per_step: cal.noise_multiplier * clip_norm * max_stddev,
-        });
+        let privacy = match options.calibration {
+            Some(cal) => {
+                let derived = derived_privacy(&cal)?;
+                Some(PrivacyReport {
+                    noise_multiplier: cal.noise_multiplier,
+                    epsilon: derived.map(|(e, _)| e),
+                    delta: derived.map(|(_, d)| d),
+                    zcdp_rho: crate::calibrate::zcdp_rho(cal.noise_multiplier),
+                    rmse_per_step: cal.noise_multiplier * clip_norm * sqrt_loss / steps.sqrt(),
+                    max_stddev_per_step: cal.noise_multiplier * clip_norm * max_stddev,
+                })
+            }
+            None => None,
+        };
         Ok(Self {
             error_steps: step_stddev.len() as u64,
             max_step_stddev: max_stddev,
@@ -172,7 +219,8 @@ impl fmt::Display for PrivacyStatement {
                 if let (Some(e), Some(d)) = (p.epsilon, p.delta) {
                     write!(
                         f,
-                        "  for (ε, δ) = ({e}, {d:e}), {} neighbours",
+                        "  for (ε, δ) = ({}, {d:e}), {} neighbours",
+                        epsilon_text(e),
                         self.neighbouring
                     )?;
                 }

@@ -1,10 +1,13 @@
 //! The device's verification of a blob's recorded sensitivity (`mfc_runtime::verify`), run on the
-//! host with the host's budget: `mfc inspect` and Python's `Mechanism.verify()` print it, `mfc
-//! simulate` and Python's `Stream` refuse a blob that fails it before any step (and warn about
-//! one it cannot check).
+//! host with the host's budget, and the device's policy applied to it (`mfc_runtime::policy`,
+//! [`Policy::host`]): `mfc inspect` and Python's `Mechanism.verify()` print the verdict; `mfc
+//! simulate` and Python's `Stream` admit a blob only as a device refusing unverifiable blobs
+//! would ([`Outcome::admit`]): an understated sensitivity is always refused, an unverifiable one
+//! unless the caller opted in by name (`--allow-unverified`, `allow_unverified=True`).
 
 use crate::blob::VERIFY_OPERATIONS;
 use mfc_runtime::Validated;
+use mfc_runtime::policy::Policy;
 use mfc_runtime::verify::{self, Unverifiable, Verdict};
 use serde_json::json;
 
@@ -16,6 +19,29 @@ pub struct Outcome {
     pub text: String,
     /// The runtime's refusal of an understated sensitivity.
     pub refusal: Option<mfc_runtime::Error>,
+    /// What the verification returned, for the policy ([`Outcome::admit`]).
+    verdict: Result<Verdict, mfc_runtime::Error>,
+}
+
+impl Outcome {
+    /// Whether the blob's sensitivity could not be checked (neither verified nor refused).
+    pub fn is_unverifiable(&self) -> bool {
+        matches!(self.verdict, Ok(Verdict::Unverifiable(_)))
+    }
+
+    /// The host's policy ([`Policy::host`]) on this outcome of `m`: `Ok` when the blob may be
+    /// streamed, else the refusal — [`mfc_runtime::Error::SensitivityUnderstated`] whatever
+    /// `allow_unverified` says, [`mfc_runtime::Error::SensitivityUnverified`] for an
+    /// unverifiable blob unless `allow_unverified`.
+    pub fn admit(
+        &self,
+        m: &Validated<'_>,
+        allow_unverified: bool,
+    ) -> Result<(), mfc_runtime::Error> {
+        Policy::host(VERIFY_OPERATIONS, allow_unverified)
+            .decide(m, self.verdict)
+            .map(|_| ())
+    }
 }
 
 /// Why a blob could not be checked, in words.
@@ -57,7 +83,8 @@ fn operations(m: &Validated<'_>) -> Option<u64> {
 /// Runs the verification with the host's budget.
 pub fn check(m: &Validated<'_>) -> Outcome {
     let mut scratch = vec![0.0; verify::scratch_len(m)];
-    match verify::verify(m, &mut scratch, VERIFY_OPERATIONS) {
+    let verdict = verify::verify(m, &mut scratch, VERIFY_OPERATIONS);
+    match verdict {
         Ok(Verdict::Verified { recorded, bound }) => {
             let operations = operations(m);
             Outcome {
@@ -68,17 +95,20 @@ pub fn check(m: &Validated<'_>) -> Outcome {
                     operations.unwrap_or(0)
                 ),
                 refusal: None,
+                verdict,
             }
         }
         Ok(Verdict::Unverifiable(why)) => Outcome {
             json: json!({"verdict": "unverifiable", "reason": reason(why)}),
             text: format!("unverifiable: {}", reason(why)),
             refusal: None,
+            verdict,
         },
         Err(e) => Outcome {
             json: json!({"verdict": "refused", "reason": e.to_string()}),
             text: format!("REFUSED: {e}"),
             refusal: Some(e),
+            verdict,
         },
     }
 }

@@ -13,10 +13,12 @@ use std::time::{Duration, Instant};
 /// A folder of this test run with a calibrated blob, a CSV input with a NaN in its second row,
 /// a good CSV input and a file that is not a blob.
 fn fixtures() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("mfc-refusals-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let blob = dir.join("ok.mfc");
-    if !blob.exists() {
+    // Built once per process: the tests run in parallel and must not read a blob another is
+    // still writing.
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("mfc-refusals-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
         let o = Command::new(env!("CARGO_BIN_EXE_mfc"))
             .args([
                 "compile",
@@ -26,15 +28,16 @@ fn fixtures() -> PathBuf {
                 "1",
                 "--out",
             ])
-            .arg(&blob)
+            .arg(dir.join("ok.mfc"))
             .output()
             .unwrap();
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    }
-    std::fs::write(dir.join("nan.csv"), "1,2\n3,NaN\n").unwrap();
-    std::fs::write(dir.join("ok.csv"), "1,2\n3,4\n").unwrap();
-    std::fs::write(dir.join("text.mfc"), "not a blob").unwrap();
-    dir
+        std::fs::write(dir.join("nan.csv"), "1,2\n3,NaN\n").unwrap();
+        std::fs::write(dir.join("ok.csv"), "1,2\n3,4\n").unwrap();
+        std::fs::write(dir.join("text.mfc"), "not a blob").unwrap();
+        dir
+    })
+    .clone()
 }
 
 /// Each case: the arguments (`D` is replaced by the fixtures folder) and the fragments its one

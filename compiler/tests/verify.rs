@@ -170,6 +170,40 @@ fn every_compiled_blob_verifies_and_a_lowered_sensitivity_is_refused() {
     }
 }
 
+/// The certified lower bound (`verify::lower`, issue 27) never exceeds an honest blob's recorded
+/// sensitivity, nor the device's upper bound, for every form and schema the compiler writes;
+/// under single participation it is the exact value for BandMF (its columns are stored) and
+/// within 1e-6 of it.
+#[test]
+fn the_certified_lower_bound_never_exceeds_an_honest_sensitivity() {
+    for (name, extra) in VERIFIED {
+        let bytes = compile(name, extra);
+        let m = Mechanism::from_bytes(&bytes).unwrap();
+        let mut scratch = vec![0.0; verify::scratch_len(&m)];
+        let lower = verify::lower::sensitivity_lower_bound(&m, &mut scratch, u64::MAX);
+        let Ok(Verdict::Verified { recorded, bound }) = check(&bytes) else {
+            panic!("{name}: not verified")
+        };
+        match (lower, m.decoder) {
+            (Some(lower), _) => {
+                assert!(
+                    lower > 0.0 && lower <= bound && lower <= recorded,
+                    "{name}: {lower} > {bound}"
+                )
+            }
+            (None, mfc_runtime::formats::Decoder::Fft(_)) => {}
+            (None, _) => panic!("{name}: no lower bound"),
+        }
+        if name.starts_with("bandmf") && !extra.contains("--epochs") {
+            let lower = lower.unwrap();
+            assert!(
+                lower >= recorded * (1.0 - 1e-6),
+                "{name}: {lower} vs {recorded}"
+            );
+        }
+    }
+}
+
 #[test]
 fn what_the_device_cannot_check_is_unverifiable_not_refused() {
     for (name, extra, why) in [

@@ -534,10 +534,10 @@ fn check_band_rows(table: F32Table<'_>, h: usize, encoder: bool) -> Result<(), E
         // ±0.0 are the words whose only possible bit is the sign; an encoder's diagonal must
         // also be normal (a subnormal divisor overflows `w = C⁻¹z` at once). A normal diagonal
         // does not make the recursion stable: a small one, or off-diagonal terms that grow `w`
-        // geometrically, still overflow it within a few steps: the releases become huge, then
-        // non-finite. That costs utility, not privacy (the sensitivity is `C`'s own, and the
-        // noise only grows; a non-finite release carries no input), and the compiler's encoders
-        // are stable.
+        // geometrically, still overflow it within a few steps. That costs utility, not privacy
+        // (the sensitivity is `C`'s own, and the noise only grows); the runtime refuses the
+        // first step whose release would not be finite, state unchanged (SPEC, "Unstable
+        // encoders"), and the compiler's encoders are stable.
         let singular = if encoder {
             word(0) & F32_EXPONENT == 0
         } else {

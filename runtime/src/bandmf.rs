@@ -78,9 +78,8 @@ fn bandmf<'m>(mechanism: &Mechanism<'m>) -> Result<BandMf<'m>, Error> {
 enum Input<'a> {
     /// A row and its clip factor.
     Row(&'a [f32], f32),
-    /// The step's clipped examples, already added: to the running sum (prefix sum) or summed in
-    /// the release (another workload).
-    Added,
+    /// The step's examples (checked rows of `d`), each clipped to `ζ` by itself.
+    Examples(&'a [f32]),
 }
 
 /// `w = (z − Σ_{l=1}^{min(t, b̂−1)} row[l]·w_{t−l}) / row[0]` for one coordinate, `older(l)`
@@ -204,13 +203,12 @@ impl<'m, 'w, N: NoiseSource> BandMfStream<'m, 'w, N> {
     /// A shard refuses this ([`Error::ClipFactorRequired`]): it cannot see the whole row's norm.
     pub fn step(&mut self, input: &[f32], release: &mut [f32]) -> Result<(), Error> {
         check_step(self.step, self.horizon, self.dim, release)?;
-        let largest = check_input(self.dim, input)?;
+        let largest = check_input(self.dim, input, self.clip_norm)?;
         if !self.whole_row {
             return Err(Error::ClipFactorRequired);
         }
         let clip = clip_factor_with_largest(input, self.clip_norm, largest);
-        self.advance(Input::Row(input, clip), release);
-        Ok(())
+        self.advance(Input::Row(input, clip), release)
     }
 
     /// A training step: the step's examples (rows of `d`, one after the other), each clipped to
@@ -221,23 +219,11 @@ impl<'m, 'w, N: NoiseSource> BandMfStream<'m, 'w, N> {
     /// ([`Error::ClipFactorRequired`]).
     pub fn step_examples(&mut self, examples: &[f32], release: &mut [f32]) -> Result<(), Error> {
         check_step(self.step, self.horizon, self.dim, release)?;
-        check_examples(self.dim, examples)?;
+        check_examples(self.dim, examples, self.clip_norm)?;
         if !self.whole_row {
             return Err(Error::ClipFactorRequired);
         }
-        if self.prefix_sum {
-            add_examples(examples, self.clip_norm, self.sum, self.compensation);
-        } else {
-            release.fill(0.0);
-            for row in examples.chunks_exact(self.dim) {
-                let factor = clip_factor(row, self.clip_norm);
-                for (out, &x) in release.iter_mut().zip(row) {
-                    *out += factor * x;
-                }
-            }
-        }
-        self.advance(Input::Added, release);
-        Ok(())
+        self.advance(Input::Examples(examples), release)
     }
 
     /// [`step`](Self::step) with the clip factor given by the caller: `clip` must be
@@ -252,17 +238,21 @@ impl<'m, 'w, N: NoiseSource> BandMfStream<'m, 'w, N> {
         release: &mut [f32],
     ) -> Result<(), Error> {
         check_step(self.step, self.horizon, self.dim, release)?;
-        check_input(self.dim, input)?;
+        check_input(self.dim, input, self.clip_norm)?;
         if !(0.0..=1.0).contains(&clip) {
             return Err(Error::InvalidClipFactor);
         }
-        self.advance(Input::Row(input, clip), release);
-        Ok(())
+        self.advance(Input::Row(input, clip), release)
     }
 
-    /// The step of the module docs, after every check has passed: `w_t` into its ring slot by
-    /// row passes (`z_t`, then each older row's term, then the division), then the release.
-    fn advance(&mut self, input: Input<'_>, release: &mut [f32]) {
+    /// The step of the module docs, after every check has passed, in two passes. First `w_t`
+    /// into `release` (which the caller's buffer holds until the release is written) by row
+    /// passes: `z_t`, then each older row's term, then the division; a release that could
+    /// overflow (twice its terms' magnitudes not finite: an encoder whose inverse grows without
+    /// bound, e.g. `c = (1, −2)`, `w_t = z_t + 2w_{t−1}`) refuses the step with
+    /// [`Error::NonFiniteRelease`], the state untouched. Then `w_t` into its ring slot, the
+    /// inputs, and the release.
+    fn advance(&mut self, input: Input<'_>, release: &mut [f32]) -> Result<(), Error> {
         let (t, d, bands) = (self.step as usize, self.dim, self.decoder.bands());
         let slot = t % bands;
         // Rows exist for every t < n (the blob was validated).
@@ -272,59 +262,94 @@ impl<'m, 'w, N: NoiseSource> BandMfStream<'m, 'w, N> {
         let mut start = 0;
         while start < d {
             let end = d.min(start + CHUNK);
-            let (before, rest) = self.ring.split_at_mut(slot * d);
-            let (current, after) = rest.split_at_mut(d);
-            let w = current.get_mut(start..end).unwrap_or(&mut []);
+            let w = release.get_mut(start..end).unwrap_or(&mut []);
             self.noise
                 .fill_standard_normal(t as u64, self.offset + start as u64, w);
             for (l, c) in row.iter().enumerate().take(t + 1).skip(1) {
-                // Slot (t − l) mod b̂, below or above the current one.
-                let older = (t - l) % bands;
-                let other = if older < slot {
-                    before.get(older * d + start..older * d + end)
-                } else {
-                    let at = (older - slot - 1) * d;
-                    after.get(at + start..at + end)
-                };
-                for (w, &v) in w.iter_mut().zip(other.unwrap_or(&[])) {
+                // Slot (t − l) mod b̂ ≠ slot.
+                let at = ((t - l) % bands) * d;
+                let older = self.ring.get(at + start..at + end).unwrap_or(&[]);
+                for (w, &v) in w.iter_mut().zip(older) {
                     *w -= c * v;
                 }
             }
             for w in w.iter_mut() {
                 *w /= diagonal;
             }
-            let out = release.get_mut(start..end).unwrap_or(&mut []);
-            let x = match input {
-                Input::Row(x, clip) => Some((x.get(start..end).unwrap_or(&[]), clip)),
-                Input::Added => None,
-            };
-            if self.prefix_sum {
-                let sum = self.sum.get_mut(start..end).unwrap_or(&mut []);
-                let compensation = self.compensation.get_mut(start..end).unwrap_or(&mut []);
-                for (k, ((out, w), (s, c))) in out
-                    .iter_mut()
-                    .zip(w.iter())
-                    .zip(sum.iter_mut().zip(compensation.iter_mut()))
-                    .enumerate()
-                {
-                    let term = match x {
-                        Some((x, clip)) => clip * x.get(k).copied().unwrap_or(0.0) + scale * *w,
-                        None => scale * *w,
-                    };
-                    sum::add(s, c, term);
-                    *out = sum::value(*s, *c);
-                }
-            } else {
-                for (k, (out, w)) in out.iter_mut().zip(w.iter()).enumerate() {
-                    *out = match x {
-                        Some((x, clip)) => clip * x.get(k).copied().unwrap_or(0.0) + scale * *w,
-                        None => *out + scale * *w,
-                    };
+            // The release is finite when twice the sum of the magnitudes it adds up is: the
+            // running sum and its compensation (prefix sum), the clipped input (each example at
+            // most ζ) and the noise; Kahan's update then cannot overflow either (`crate::sum`).
+            for (k, &w) in w.iter().enumerate() {
+                let at = start + k;
+                let input = match input {
+                    Input::Row(x, clip) => (clip * x.get(at).copied().unwrap_or(0.0)).abs(),
+                    Input::Examples(e) => self.clip_norm * (e.len() / d) as f32,
+                };
+                let carried = if self.prefix_sum {
+                    let s = self.sum.get(at).copied().unwrap_or(0.0);
+                    s.abs() + self.compensation.get(at).copied().unwrap_or(0.0).abs()
+                } else {
+                    0.0
+                };
+                if !(2.0 * (carried + input + (scale * w).abs())).is_finite() {
+                    return Err(Error::NonFiniteRelease {
+                        step: self.step,
+                        index: at,
+                    });
                 }
             }
             start = end;
         }
+        let current = self
+            .ring
+            .get_mut(slot * d..(slot + 1) * d)
+            .unwrap_or(&mut []);
+        current.copy_from_slice(release.get(..current.len()).unwrap_or(&[]));
+        let w = &*current;
+        match (input, self.prefix_sum) {
+            (Input::Row(x, clip), true) => {
+                for (k, (out, (s, c))) in release
+                    .iter_mut()
+                    .zip(self.sum.iter_mut().zip(self.compensation.iter_mut()))
+                    .enumerate()
+                {
+                    let noise = scale * w.get(k).copied().unwrap_or(0.0);
+                    sum::add(s, c, clip * x.get(k).copied().unwrap_or(0.0) + noise);
+                    *out = sum::value(*s, *c);
+                }
+            }
+            (Input::Examples(examples), true) => {
+                add_examples(examples, self.clip_norm, self.sum, self.compensation);
+                for (k, (out, (s, c))) in release
+                    .iter_mut()
+                    .zip(self.sum.iter_mut().zip(self.compensation.iter_mut()))
+                    .enumerate()
+                {
+                    sum::add(s, c, scale * w.get(k).copied().unwrap_or(0.0));
+                    *out = sum::value(*s, *c);
+                }
+            }
+            (Input::Row(x, clip), false) => {
+                for (k, out) in release.iter_mut().enumerate() {
+                    let noise = scale * w.get(k).copied().unwrap_or(0.0);
+                    *out = clip * x.get(k).copied().unwrap_or(0.0) + noise;
+                }
+            }
+            (Input::Examples(examples), false) => {
+                release.fill(0.0);
+                for row in examples.chunks_exact(d) {
+                    let factor = clip_factor(row, self.clip_norm);
+                    for (out, &x) in release.iter_mut().zip(row) {
+                        *out += factor * x;
+                    }
+                }
+                for (out, &w) in release.iter_mut().zip(w) {
+                    *out += scale * w;
+                }
+            }
+        }
         self.step += 1;
+        Ok(())
     }
 
     /// Steps released so far.

@@ -135,7 +135,7 @@ impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
     /// `release`. On error nothing changes.
     pub fn step(&mut self, input: &[f32], release: &mut [f32]) -> Result<(), Error> {
         check_step(self.step, self.horizon, self.dim, release)?;
-        let largest = check_input(self.dim, input)?;
+        let largest = check_input(self.dim, input, self.clip_norm)?;
         let clip = clip_factor_with_largest(input, self.clip_norm, largest);
         self.advance(release, Some((input, clip)));
         Ok(())
@@ -147,7 +147,7 @@ impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
     /// (one example moves the releases by at most `ζ`) and errors it shares.
     pub fn step_examples(&mut self, examples: &[f32], release: &mut [f32]) -> Result<(), Error> {
         check_step(self.step, self.horizon, self.dim, release)?;
-        check_examples(self.dim, examples)?;
+        check_examples(self.dim, examples, self.clip_norm)?;
         add_examples(examples, self.clip_norm, self.sum, self.compensation);
         self.advance(release, None);
         Ok(())

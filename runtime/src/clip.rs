@@ -45,6 +45,18 @@ pub fn clip_norm_supported(clip_norm: f32) -> bool {
     (1.0 / 18_446_744_073_709_551_616.0..=18_446_744_073_709_551_616.0).contains(&clip_norm)
 }
 
+/// `2⁹⁶`: rows whose largest magnitude exceeds `2⁹⁶·ζ` would need a clip factor below the
+/// smallest normal `f32` the proof allows (module docs, step 1).
+const MAX_RATIO: f32 = 79_228_162_514_264_337_593_543_950_336.0;
+
+/// Whether a row whose largest magnitude is `largest` (finite) lies within the range
+/// [`clip_factor`] clips exactly, `largest ≤ 2⁹⁶·ζ`; beyond it [`clip_factor`] returns 0 and the
+/// streams refuse the row (`Error::InputTooLarge`, `Error::ExampleTooLarge`) rather than drop it
+/// silently.
+pub(crate) fn clip_range_holds(largest: f32, clip_norm: f32) -> bool {
+    largest <= clip_norm * MAX_RATIO
+}
+
 /// The factor `f ∈ [0, 1]` that scales `row` to L2 norm at most `clip_norm` (`ζ`): `‖fl(f·x)‖ ≤
 /// ζ` with `f` within `2⁻¹⁵` of `min(1, ζ/‖x‖)` (module docs have the proof). Rows within
 /// `ζ(1 − 2⁻¹⁵)` get exactly 1; rows more than `2⁹⁶ζ` long, rows with an entry that is not
@@ -67,7 +79,7 @@ pub(crate) fn clip_factor_with_largest(row: &[f32], clip_norm: f32, largest: f32
     if largest <= clip_norm * (1.0 / 4_294_967_296.0) {
         return 1.0;
     }
-    if largest > clip_norm * 79_228_162_514_264_337_593_543_950_336.0 {
+    if !clip_range_holds(largest, clip_norm) {
         return 0.0;
     }
     // `largest` > 2⁻⁹⁶ is normal, with biased exponent e ∈ [31, 254]: s = 2^(127 − e), but at

@@ -23,6 +23,37 @@ pub enum Error {
         /// The first offending coordinate.
         index: usize,
     },
+    /// An input coordinate's magnitude exceeds `2⁹⁶·ζ`, beyond the range clipping handles
+    /// exactly (`clip`): refused rather than zeroed without a word.
+    InputTooLarge {
+        /// The first offending coordinate.
+        index: usize,
+    },
+    /// A coordinate of one of the step's examples is not finite (`step_examples`).
+    NonFiniteExample {
+        /// The example (0-based row of the step's examples).
+        example: usize,
+        /// The first offending coordinate of that example.
+        index: usize,
+    },
+    /// A coordinate of one of the step's examples exceeds `2⁹⁶·ζ` in magnitude
+    /// (`step_examples`; as [`Error::InputTooLarge`]).
+    ExampleTooLarge {
+        /// The example (0-based row of the step's examples).
+        example: usize,
+        /// The first offending coordinate of that example.
+        index: usize,
+    },
+    /// The step's noise is not finite: the blob's encoder has an inverse that grows without
+    /// bound (a BandMF encoder whose forward substitution is unstable, e.g. `c = (1, −2)`). The
+    /// step is refused with the state unchanged, and so will every later one be: the blob is
+    /// unusable.
+    NonFiniteRelease {
+        /// The step (0-based) whose release would not be finite.
+        step: u32,
+        /// The first offending coordinate.
+        index: usize,
+    },
     /// A step's examples are not whole rows of the stream's dimension (`Stream::step_examples`).
     ExamplesShape {
         /// The stream's dimension `d`.
@@ -159,6 +190,21 @@ impl fmt::Display for Error {
                 write!(f, "row has {found} coordinates, the stream has {expected}")
             }
             Error::NonFiniteInput { index } => write!(f, "input coordinate {index} is not finite"),
+            Error::InputTooLarge { index } => write!(
+                f,
+                "input coordinate {index} exceeds 2^96·ζ in magnitude, beyond the range the runtime clips exactly"
+            ),
+            Error::NonFiniteExample { example, index } => {
+                write!(f, "example {example}, coordinate {index} is not finite")
+            }
+            Error::ExampleTooLarge { example, index } => write!(
+                f,
+                "example {example}, coordinate {index} exceeds 2^96·ζ in magnitude, beyond the range the runtime clips exactly"
+            ),
+            Error::NonFiniteRelease { step, index } => write!(
+                f,
+                "step {step}: the noise of coordinate {index} is not finite: the blob's encoder has an inverse that grows without bound (an unstable BandMF encoder), so no release is possible"
+            ),
             Error::ExamplesShape { dim, len } => write!(
                 f,
                 "{len} floats of examples are not whole rows of the stream's {dim} coordinates"

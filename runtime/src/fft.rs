@@ -175,7 +175,7 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
             return Err(Error::WorkloadNotStreamable);
         }
         self.check_step(release)?;
-        let largest = check_input(self.dim, input)?;
+        let largest = check_input(self.dim, input, self.clip_norm)?;
         let clip = clip_factor_with_largest(input, self.clip_norm, largest);
         self.advance(release, Input::Row(input, clip))
     }
@@ -189,7 +189,7 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
             return Err(Error::WorkloadNotStreamable);
         }
         self.check_step(release)?;
-        check_examples(self.dim, examples)?;
+        check_examples(self.dim, examples, self.clip_norm)?;
         // Nothing fails after the checks: the block's FFTs only fail for a size `layout` refused.
         add_examples(examples, self.clip_norm, self.sum, self.compensation);
         self.advance(release, Input::Added)

@@ -59,6 +59,47 @@ pub struct Policy {
     pub admit_unbounded_horizon: bool,
 }
 
+impl Policy {
+    /// The policy of the host's front doors (`mfc simulate`, Python's `Stream`, the C library's
+    /// open): no floor beyond a calibrated, positive `σ`; the verification within
+    /// `max_operations`; and a blob whose sensitivity cannot be verified refused, as a device
+    /// with `refuse_unverifiable` refuses it, unless the caller opted in by name
+    /// (`allow_unverified`: `--allow-unverified`, `allow_unverified=True`,
+    /// `MFC_OPEN_ALLOW_UNVERIFIED`), which admits every unverifiable blob, one whose bound claims
+    /// every horizon included. A blob below the certified lower bound of
+    /// [`verify::lower`] is refused whatever the opt-in.
+    pub const fn host(max_operations: u64, allow_unverified: bool) -> Self {
+        Policy {
+            floor: Floor::NoiseMultiplier { min: 0.0 },
+            max_operations,
+            refuse_unverifiable: !allow_unverified,
+            admit_unbounded_horizon: allow_unverified,
+        }
+    }
+
+    /// What this policy does with the outcome of [`verify::verify`]: the verdict when the blob
+    /// is admitted, else the refusal ([`Error::SensitivityUnverified`] for an unverifiable blob
+    /// the policy does not admit, or the verification's own refusal).
+    pub fn decide(
+        &self,
+        m: &Validated<'_>,
+        verdict: Result<Verdict, Error>,
+    ) -> Result<Verdict, Error> {
+        match verdict? {
+            Verdict::Unverifiable(_)
+                if m.header.sensitivity.method.covers_every_horizon()
+                    && !self.admit_unbounded_horizon =>
+            {
+                Err(Error::SensitivityUnverified)
+            }
+            Verdict::Unverifiable(_) if self.refuse_unverifiable => {
+                Err(Error::SensitivityUnverified)
+            }
+            verdict => Ok(verdict),
+        }
+    }
+}
+
 /// Checks `noise_multiplier` (the blob's own `σ` when `None`) against `floor`: `Ok(())`, or
 /// [`Error::BelowPrivacyFloor`] (also for a blob without `σ` and no `σ` given, or a floor out of
 /// range, which can admit nothing).
@@ -94,14 +135,5 @@ pub fn admit(
     scratch: &mut [f64],
 ) -> Result<Verdict, Error> {
     check_floor(m, noise_multiplier, policy.floor)?;
-    match verify::verify(m, scratch, policy.max_operations)? {
-        Verdict::Unverifiable(_)
-            if m.header.sensitivity.method.covers_every_horizon()
-                && !policy.admit_unbounded_horizon =>
-        {
-            Err(Error::SensitivityUnverified)
-        }
-        Verdict::Unverifiable(_) if policy.refuse_unverifiable => Err(Error::SensitivityUnverified),
-        verdict => Ok(verdict),
-    }
+    policy.decide(m, verify::verify(m, scratch, policy.max_operations))
 }

@@ -45,7 +45,9 @@ use core::ops::{Deref, DerefMut, Range};
 
 use mfc_formats::{BandedLowRank, Decoder, F32Table, Mechanism, Validated, Workload};
 
-use crate::clip::{clip_factor, clip_factor_with_largest, clip_norm_supported, largest_magnitude};
+use crate::clip::{
+    clip_factor, clip_factor_with_largest, clip_norm_supported, clip_range_holds, largest_magnitude,
+};
 use crate::noise::{MAX_COORDINATES, NoiseSource};
 use crate::{Error, sum};
 
@@ -232,7 +234,7 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
             return Err(Error::WorkloadNotStreamable);
         }
         self.check_step(release)?;
-        check_examples(self.dim, examples)?;
+        check_examples(self.dim, examples, self.clip_norm)?;
         if !self.whole_row {
             return Err(Error::ClipFactorRequired);
         }
@@ -307,7 +309,7 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
             return Err(Error::WorkloadNotStreamable);
         }
         self.check_step(release)?;
-        check_input(self.dim, input)
+        check_input(self.dim, input, self.clip_norm)
     }
 
     pub(crate) fn check_step(&self, out: &[f32]) -> Result<(), Error> {
@@ -525,34 +527,54 @@ pub(crate) fn check_step(step: u32, horizon: u32, dim: usize, out: &[f32]) -> Re
 
 /// The checks of an input row of every stream form: `dim` coordinates
 /// ([`Error::DimensionMismatch`]), all finite ([`Error::NonFiniteInput`], the first one that is
-/// not). Returns the row's largest magnitude, found in the same pass, for
-/// [`clip_factor_with_largest`].
-pub(crate) fn check_input(dim: usize, input: &[f32]) -> Result<f32, Error> {
+/// not) and within the range clipping handles exactly ([`Error::InputTooLarge`]: a magnitude
+/// above `2⁹⁶·ζ`, [`crate::clip`]). Returns the row's largest magnitude, found in the same pass,
+/// for [`clip_factor_with_largest`].
+pub(crate) fn check_input(dim: usize, input: &[f32], clip_norm: f32) -> Result<f32, Error> {
     if input.len() != dim {
         return Err(Error::DimensionMismatch {
             expected: dim,
             found: input.len(),
         });
     }
-    largest_magnitude(input).map_err(|index| Error::NonFiniteInput { index })
+    let largest = largest_magnitude(input).map_err(|index| Error::NonFiniteInput { index })?;
+    if !clip_range_holds(largest, clip_norm) {
+        return Err(Error::InputTooLarge {
+            index: position_beyond(input, clip_norm),
+        });
+    }
+    Ok(largest)
 }
 
 /// The checks of a step's examples ([`Stream::step_examples`]): whole rows of `dim`
-/// coordinates ([`Error::ExamplesShape`]), all finite ([`Error::NonFiniteInput`], the index of
-/// the first one that is not, in `examples`).
-pub(crate) fn check_examples(dim: usize, examples: &[f32]) -> Result<(), Error> {
+/// coordinates ([`Error::ExamplesShape`]), each finite ([`Error::NonFiniteExample`]) and within
+/// the range clipping handles exactly ([`Error::ExampleTooLarge`]), the first offending example
+/// and coordinate named.
+pub(crate) fn check_examples(dim: usize, examples: &[f32], clip_norm: f32) -> Result<(), Error> {
     if dim == 0 || examples.len() % dim != 0 {
         return Err(Error::ExamplesShape {
             dim,
             len: examples.len(),
         });
     }
-    for (e, row) in examples.chunks_exact(dim).enumerate() {
-        largest_magnitude(row).map_err(|index| Error::NonFiniteInput {
-            index: e * dim + index,
-        })?;
+    for (example, row) in examples.chunks_exact(dim).enumerate() {
+        let largest =
+            largest_magnitude(row).map_err(|index| Error::NonFiniteExample { example, index })?;
+        if !clip_range_holds(largest, clip_norm) {
+            return Err(Error::ExampleTooLarge {
+                example,
+                index: position_beyond(row, clip_norm),
+            });
+        }
     }
     Ok(())
+}
+
+/// The first coordinate of `row` whose magnitude is beyond [`clip_range_holds`].
+fn position_beyond(row: &[f32], clip_norm: f32) -> usize {
+    row.iter()
+        .position(|x| !clip_range_holds(x.abs(), clip_norm))
+        .unwrap_or(0)
 }
 
 /// Clips each example (row of `sum.len()` coordinates) of checked `examples` to `clip_norm` and

@@ -389,3 +389,59 @@ fn a_shard_resumes_as_the_same_shard_only() {
         );
     }
 }
+
+/// An unstable encoder (issue 27): `c = (1, −2)` gives `w_t = z_t + 2w_{t−1}`, which overflows
+/// `f32` within about 130 steps. Every step before that releases finite values; the first step
+/// whose noise is not finite is refused with `NonFiniteRelease`, leaving the stream as it was
+/// (the same checkpoint bytes, the same step count), and so is every retry, through `step`,
+/// `step_examples` and both workloads.
+#[test]
+fn an_unstable_encoder_is_refused_at_its_first_non_finite_step_with_the_state_unchanged() {
+    let encoder = mfc_formats::encode_f32s([1.0f32, -2.0]);
+    let t = EncoderTable {
+        n: 400,
+        bands: 2,
+        kind: BandMfKind::Toeplitz,
+        encoder,
+    };
+    for workload in workloads() {
+        let bytes = blob(&t, workload);
+        let (_, fp) = BlobFingerprint::load(&bytes).unwrap();
+        let counter = ReleaseCounter::new(1, 0);
+        let mut ws = Vec::new();
+        let mut stream = fresh(&bytes, &mut ws, &counter);
+        let mut out = [0.0f32; D];
+        let mut slot = vec![0u8; stream.checkpoint_capacity()];
+        let refused_at = loop {
+            let step = stream.steps_released();
+            match stream.step(&input(step as usize, D), &mut out) {
+                Ok(()) => assert!(out.iter().all(|x| x.is_finite()), "step {step}: {out:?}"),
+                Err(e) => {
+                    assert!(
+                        matches!(e, Error::NonFiniteRelease { step: s, .. } if s == step),
+                        "{e:?}"
+                    );
+                    break step;
+                }
+            }
+        };
+        assert!((100..200).contains(&refused_at), "{refused_at}");
+        let counter = ReleaseCounter::new(1, refused_at);
+        let len = stream.checkpoint(&fp, &counter, &mut slot).unwrap();
+        let before = slot[..len].to_vec();
+        for _ in 0..3 {
+            let x = input(refused_at as usize, D);
+            assert!(matches!(
+                stream.step(&x, &mut out),
+                Err(Error::NonFiniteRelease { .. })
+            ));
+            assert!(matches!(
+                stream.step_examples(&[x.clone(), x].concat(), &mut out),
+                Err(Error::NonFiniteRelease { .. })
+            ));
+            assert_eq!(stream.steps_released(), refused_at);
+            let len = stream.checkpoint(&fp, &counter, &mut slot).unwrap();
+            assert_eq!(slot[..len], before[..], "a refused step changed the state");
+        }
+    }
+}

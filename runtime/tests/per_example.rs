@@ -191,8 +191,22 @@ fn refused_examples_change_nothing() {
                     bad[2 * D + 3] = f32::NAN;
                     assert_eq!(
                         s.step_examples(&bad, &mut out),
-                        Err(Error::NonFiniteInput { index: 2 * D + 3 })
+                        Err(Error::NonFiniteExample {
+                            example: 2,
+                            index: 3
+                        })
                     );
+                    // Beyond 2⁹⁶·ζ an example is refused, not zeroed without a word.
+                    let mut huge = batch.clone();
+                    huge[D + 2] = -ZETA * 1e30;
+                    assert_eq!(
+                        s.step_examples(&huge, &mut out),
+                        Err(Error::ExampleTooLarge {
+                            example: 1,
+                            index: 2
+                        })
+                    );
+
                     assert!(matches!(
                         s.step_examples(&batch, &mut out[..D - 1]),
                         Err(Error::DimensionMismatch { .. })
@@ -372,7 +386,10 @@ fn bandmf_streams_clip_each_example() {
         bad[D + 1] = f32::NAN;
         assert_eq!(
             c.step_examples(&bad, &mut ra),
-            Err(Error::NonFiniteInput { index: D + 1 })
+            Err(Error::NonFiniteExample {
+                example: 1,
+                index: 1
+            })
         );
         assert_eq!(
             c.step_examples(&bad[..D - 1], &mut ra),

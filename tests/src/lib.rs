@@ -1,4 +1,7 @@
-//! End-to-end tests live in `tests/tests/`; this library holds what several of them share.
+//! End-to-end tests live in `tests/tests/`; this library holds what several of them share, and
+//! the forged-blob suite every front door is tested with ([`forge`]).
+
+pub mod forge;
 
 /// The clip factor the runtime applies to `x` for clip norm `ζ`, checked against the exact
 /// `min(1, ζ/‖x‖)`: the runtime's factor is shrunk by at most `2⁻¹⁵` so that rounding can never

@@ -63,6 +63,7 @@ use crate::Error;
 pub mod banded;
 pub mod blt_tail;
 pub mod fft;
+pub mod lower;
 
 /// Why a blob's sensitivity could not be checked within what the caller allowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -206,7 +207,10 @@ impl UpperSum {
     }
 }
 
-/// `k' = min(k, ⌈n/b⌉)` and `b` of a multi-participation schema (`None` for single).
+/// `k' = min(k, ⌈n/b⌉)` and `b` of a multi-participation schema; `None` for single
+/// participation and for every schema under which a record can take part in at most one of the
+/// `n` steps (`k ≤ 1`, or `b ≥ n`): its patterns are those of single participation, so is its
+/// sensitivity, and so is the method that checks it.
 fn schema(
     participation: Participation,
     steps: usize,
@@ -224,7 +228,8 @@ fn schema(
         _ => return Err(Unverifiable::Schema),
     };
     let b = (b as usize).max(1);
-    Ok(Some(((k as usize).min(steps.div_ceil(b)), b)))
+    let k = (k as usize).min(steps.div_ceil(b));
+    Ok(if k <= 1 { None } else { Some((k, b)) })
 }
 
 /// The `f64`s of scratch [`verify`] needs for `m` (0 for forms it does not verify).
@@ -258,8 +263,11 @@ pub fn scratch_len(m: &Validated<'_>) -> usize {
             }
             _ => 0,
         },
-        Decoder::Fft(d) => match m.header.participation {
-            Participation::Single | Participation::FixedEpochOrder { .. } => fft::scratch_len(&d),
+        Decoder::Fft(d) => match (
+            m.header.participation,
+            schema(m.header.participation, steps),
+        ) {
+            (_, Ok(None)) | (Participation::FixedEpochOrder { .. }, _) => fft::scratch_len(&d),
             _ => 0,
         },
         _ => 0,
@@ -390,22 +398,28 @@ pub fn sensitivity_bound(
 /// Checks `m`'s recorded sensitivity against [`sensitivity_bound`]: `Ok(Verified)` when it is at
 /// least the bound, `Ok(Unverifiable)` when the bound could not be computed (the caller's policy
 /// decides), and [`Error::SensitivityUnderstated`] when the blob records less than the stored
-/// coefficients have: its noise would be too small for the `(ε, δ)` it claims. Changes nothing.
+/// coefficients have: its noise would be too small for the `(ε, δ)` it claims. Where the upper
+/// bound cannot be computed, the recorded value is still checked against the certified lower
+/// bound of [`lower`] (within the same budget and scratch) and refused below it. Changes nothing.
 pub fn verify(
     m: &Validated<'_>,
     scratch: &mut [f64],
     max_operations: u64,
 ) -> Result<Verdict, Error> {
     let recorded = m.header.sensitivity.value;
-    match sensitivity_bound(m, scratch, max_operations) {
-        Err(why) => Ok(Verdict::Unverifiable(why)),
-        Ok(bound) if recorded >= bound => Ok(Verdict::Verified { recorded, bound }),
-        Ok(bound) => {
-            let shortfall = (1.0 - recorded / bound) * 1e9;
-            Err(Error::SensitivityUnderstated {
-                shortfall_ppb: libm::ceil(shortfall).clamp(1.0, 1e9) as u32,
-            })
+    let understated = |bound: f64| {
+        let shortfall = (1.0 - recorded / bound) * 1e9;
+        Error::SensitivityUnderstated {
+            shortfall_ppb: libm::ceil(shortfall).clamp(1.0, 1e9) as u32,
         }
+    };
+    match sensitivity_bound(m, scratch, max_operations) {
+        Err(why) => match lower::sensitivity_lower_bound(m, scratch, max_operations) {
+            Some(floor) if recorded < floor => Err(understated(floor)),
+            _ => Ok(Verdict::Unverifiable(why)),
+        },
+        Ok(bound) if recorded >= bound => Ok(Verdict::Verified { recorded, bound }),
+        Ok(bound) => Err(understated(bound)),
     }
 }
 

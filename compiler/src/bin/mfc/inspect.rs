@@ -151,6 +151,10 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         _ => ("unknown", String::new(), 0, 0, None),
     };
     let verification = mfc_compiler::verdict::check(&m);
+    // (ε, δ) derived from σ at the stored δ; a stored ε below it is refused (exit 2).
+    let derived = h
+        .calibration
+        .map_or(Ok(None), |c| mfc_compiler::report::derived_privacy(&c));
     let report = json!({
         "file": args.blob.display().to_string(),
         "format_version": mfc_formats::FORMAT_VERSION,
@@ -171,8 +175,13 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         "verification": verification.json,
         "clip_norm": h.clip_norm,
         "noise_multiplier": h.calibration.map(|c| c.noise_multiplier),
-        "epsilon": h.calibration.and_then(|c| c.target).map(|t| t.epsilon),
-        "delta": h.calibration.and_then(|c| c.target).map(|t| t.delta),
+        "epsilon": derived.as_ref().ok().and_then(|p| p.map(|(e, _)| e)),
+        "delta": derived.as_ref().ok().and_then(|p| p.map(|(_, d)| d)),
+        "stored_target": h.calibration.and_then(|c| c.target).map(|t| json!({"epsilon": t.epsilon, "delta": t.delta})),
+        "privacy_claim": match &derived {
+            Ok(_) => json!("holds"),
+            Err(e) => json!(format!("REFUSED: {e}")),
+        },
         "sqrt_loss": h.error.sqrt_loss,
         "optimal_sqrt_loss": h.error.optimal_sqrt_loss,
         "max_step_stddev": h.error.max_step_stddev,
@@ -206,9 +215,18 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let refused = |e: mfc_runtime::Error| -> Box<dyn std::error::Error> {
         format!("{}: {e}", args.blob.display()).into()
     };
+    let outcome = || -> Result<(), Box<dyn std::error::Error>> {
+        if let Some(e) = verification.refusal {
+            return Err(refused(e));
+        }
+        match &derived {
+            Err(e) => Err(format!("{}: {e}", args.blob.display()).into()),
+            Ok(_) => Ok(()),
+        }
+    };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
-        return verification.refusal.map_or(Ok(()), |e| Err(refused(e)));
+        return outcome();
     }
     println!("file                {}", args.blob.display());
     println!(
@@ -239,15 +257,18 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("verification        {}", verification.text);
     println!("clip norm           {}", h.clip_norm);
-    match h.calibration {
-        Some(c) => match c.target {
-            Some(t) => println!(
-                "noise multiplier    σ = {:.6} for (ε, δ) = ({}, {:e}), {neighbouring} neighbours",
-                c.noise_multiplier, t.epsilon, t.delta
-            ),
-            None => println!("noise multiplier    σ = {:.6}", c.noise_multiplier),
-        },
-        None => println!("noise multiplier    not calibrated"),
+    match (h.calibration, &derived) {
+        (Some(c), Ok(Some((epsilon, delta)))) => println!(
+            "noise multiplier    σ = {:.6} for (ε, δ) = ({}, {delta:e}), {neighbouring} neighbours (ε derived from σ at the stored δ)",
+            c.noise_multiplier,
+            mfc_compiler::report::epsilon_text(*epsilon),
+        ),
+        (Some(c), Ok(None)) => println!("noise multiplier    σ = {:.6}", c.noise_multiplier),
+        (Some(c), Err(e)) => println!(
+            "noise multiplier    σ = {:.6}; REFUSED: {e}",
+            c.noise_multiplier
+        ),
+        (None, _) => println!("noise multiplier    not calibrated"),
     }
     // An unbounded BLT records the error of its design steps: its stream has no last step.
     let scope = if h.sensitivity.method == SensitivityMethod::BltTailBound {
@@ -273,5 +294,5 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         "decoder             {form}, {detail}, {table_bytes} table bytes; runtime RAM {ram}·d floats"
     );
     println!("unit of privacy     {unit}");
-    verification.refusal.map_or(Ok(()), |e| Err(refused(e)))
+    outcome()
 }

@@ -26,6 +26,11 @@ pub struct Args {
     /// The public key (from `mfc keygen`) a signed blob's signature must verify under.
     #[arg(long, value_parser = crate::options::in_path)]
     public_key: Option<PathBuf>,
+    /// Stream a blob whose recorded sensitivity cannot be verified (refused by default, as a
+    /// device refusing unverifiable blobs refuses it): its (ε, δ) then rests on the compiler's
+    /// word. A sensitivity below what the coefficients certify is refused even so.
+    #[arg(long)]
+    allow_unverified: bool,
 }
 
 fn io_error(path: &Path, e: std::io::Error) -> Error {
@@ -117,19 +122,28 @@ fn noise(seed: Option<&str>) -> Result<ChaChaNoise, Box<dyn std::error::Error>> 
 pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let bytes = std::fs::read(&args.blob).map_err(|e| io_error(&args.blob, e))?;
     let (m, _, _) = crate::sign::open(&bytes, &args.blob, args.public_key.as_deref())?;
-    // The device's check first: an understated sensitivity is refused before any step; one the
-    // runtime cannot check is replayed with a warning (the host's policy; a device chooses its
-    // own, `mfc_runtime::verify`).
+    // The device's check and policy first (`mfc_compiler::verdict`): an understated sensitivity
+    // is refused before any step, and so is one that cannot be verified unless the caller opted
+    // in by name.
     let verification = mfc_compiler::verdict::check(&m);
-    if let Some(e) = verification.refusal {
-        return Err(format!("{}: {e}", args.blob.display()).into());
-    }
-    if verification.json["verdict"] == "unverifiable" {
-        eprintln!(
-            "mfc simulate: {}: sensitivity {}",
+    match verification.admit(&m, args.allow_unverified) {
+        Err(mfc_runtime::Error::SensitivityUnverified) => {
+            return Err(format!(
+                "{}: refused: sensitivity {} (a device refusing unverifiable blobs refuses it; \
+                 --allow-unverified streams it on the compiler's word)",
+                args.blob.display(),
+                verification.text
+            )
+            .into());
+        }
+        Err(e) => return Err(format!("{}: {e}", args.blob.display()).into()),
+        Ok(()) if verification.is_unverifiable() => eprintln!(
+            "mfc simulate: {}: sensitivity {}; streamed anyway (--allow-unverified): its (ε, δ) \
+             rests on the compiler's word",
             args.blob.display(),
             verification.text
-        );
+        ),
+        Ok(()) => {}
     }
     let inputs = read_rows(&args.input)?;
     let dim = inputs.first().map_or(0, Vec::len);
