@@ -1,9 +1,11 @@
 //! The crate's one error type and the Python exceptions it becomes: every refusal of the
-//! compiler, the blob parser or the runtime reaches Python with the library's own message.
+//! compiler, the blob parser or the runtime reaches Python with the library's own message; a
+//! file that cannot be read is the `OSError` subclass of its cause (`FileNotFoundError`, …), an
+//! allocation too large a `MemoryError`.
 
 use std::fmt;
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyMemoryError, PyOSError, PyTypeError, PyValueError};
 use pyo3::{PyErr, create_exception};
 
 create_exception!(
@@ -42,6 +44,20 @@ pub enum Error {
     Type(String),
     /// An argument has the right type but a value the package refuses before the runtime sees it.
     Value(String),
+    /// A stream refused by the package's own policy before the runtime sees it (an unverifiable
+    /// blob, a lowered noise multiplier without its opt-in): `StreamError`.
+    Refused(String),
+    /// An allocation whose size the caller controls is too large for this machine.
+    Memory(String),
+    /// A file could not be read or written.
+    Io {
+        /// The file.
+        path: String,
+        /// Why.
+        error: std::io::Error,
+    },
+    /// An exception raised by Python code the package called (numpy's conversion).
+    Python(PyErr),
 }
 
 impl fmt::Display for Error {
@@ -49,7 +65,11 @@ impl fmt::Display for Error {
         match self {
             Error::Compiler(e) => write!(f, "{e}"),
             Error::Runtime(e) => write!(f, "{e}"),
-            Error::Type(why) | Error::Value(why) => f.write_str(why),
+            Error::Type(why) | Error::Value(why) | Error::Refused(why) | Error::Memory(why) => {
+                f.write_str(why)
+            }
+            Error::Io { path, error } => write!(f, "{path}: {error}"),
+            Error::Python(e) => write!(f, "{e}"),
         }
     }
 }
@@ -72,10 +92,32 @@ impl From<mfc_formats::Error> for Error {
     }
 }
 
+impl From<PyErr> for Error {
+    fn from(e: PyErr) -> Self {
+        Error::Python(e)
+    }
+}
+
 impl From<Error> for PyErr {
     fn from(e: Error) -> Self {
         let message = e.to_string();
         match e {
+            // OSError(errno, strerror, filename) is the subclass of its errno
+            // (FileNotFoundError, PermissionError, …) with `filename` set.
+            Error::Io { path, error } => match error.raw_os_error() {
+                Some(errno) => {
+                    let text = error.to_string();
+                    let strerror = text
+                        .strip_suffix(&format!(" (os error {errno})"))
+                        .unwrap_or(&text)
+                        .to_string();
+                    PyOSError::new_err((errno, strerror, path))
+                }
+                None => PyErr::from(std::io::Error::new(error.kind(), message)),
+            },
+            Error::Python(e) => e,
+            Error::Memory(_) => PyMemoryError::new_err(message),
+            Error::Refused(_) => StreamError::new_err(message),
             Error::Compiler(
                 mfc_compiler::Error::Blob(_) | mfc_compiler::Error::BlobFile { .. },
             )

@@ -3,14 +3,19 @@
 //! a mechanism in one call and replays its blob bit for bit as `mfc simulate` and the device
 //! do. The Python package (`python/mfc`) re-exports this module, `_mfc`, with type stubs.
 //!
-//! Long calls (compiling, stepping a stream) release the GIL. Float32 inputs that are already
-//! C-contiguous are read in place; errors become `mfc.MfcError` subclasses (a `ValueError`)
-//! carrying the library's message, or `TypeError` for a wrong dtype.
+//! Long calls (compiling, stepping a stream) release the GIL. Arrays go through [`intake`]:
+//! float32 inputs that are C-contiguous, aligned and native-endian are read in place, any other
+//! layout is copied in logical order first; sizes are checked before anything is allocated.
+//! Errors become `mfc.MfcError` subclasses (a `ValueError`) carrying the library's message,
+//! `TypeError` for a wrong type, the `OSError` subclass of a file's failure, `MemoryError` for
+//! an allocation too large; no Rust panic is meant to reach Python.
 
 mod dense;
 mod error;
+mod intake;
 mod mechanism;
 mod owned;
+mod privacy;
 mod replay;
 mod stream;
 
@@ -32,15 +37,38 @@ fn calibrate<'py>(
 ) -> PyResult<Bound<'py, PyDict>> {
     use mfc_compiler::calibrate::{epsilon_for_noise_multiplier, noise_multiplier_for, zcdp_rho};
     let refuse = |why: String| Error::Compiler(mfc_compiler::Error::InvalidOption(why));
+    if !(delta > 0.0 && delta < 1.0) {
+        return Err(refuse(format!("delta {delta:?}: expected a number in (0, 1)")).into());
+    }
+    if let Some(eps) = epsilon
+        && !(eps.is_finite() && eps > 0.0)
+    {
+        return Err(refuse(format!("epsilon {eps:?}: expected a finite number > 0")).into());
+    }
+    if let Some(sigma) = noise_multiplier
+        && !(sigma.is_finite() && sigma > 0.0)
+    {
+        return Err(refuse(format!(
+            "noise_multiplier {sigma:?}: expected a finite number > 0"
+        ))
+        .into());
+    }
     let (epsilon, sigma) = match (epsilon, noise_multiplier) {
         (Some(eps), None) => {
-            let sigma = noise_multiplier_for(eps, delta)
-                .ok_or_else(|| refuse(format!("no σ for ε = {eps}, δ = {delta}")))?;
+            let sigma = noise_multiplier_for(eps, delta).ok_or_else(|| {
+                refuse(format!(
+                    "epsilon {eps:?}, delta {delta:?}: no noise multiplier σ ≤ 10⁸ reaches it"
+                ))
+            })?;
             (eps, sigma)
         }
         (None, Some(sigma)) => {
-            let eps = epsilon_for_noise_multiplier(sigma, delta)
-                .ok_or_else(|| refuse(format!("no ε for σ = {sigma}, δ = {delta}")))?;
+            let eps = epsilon_for_noise_multiplier(sigma, delta).ok_or_else(|| {
+                refuse(format!(
+                    "noise_multiplier {sigma:?}, delta {delta:?}: ε exceeds 10⁴ (no meaningful \
+                         guarantee)"
+                ))
+            })?;
             (eps, sigma)
         }
         _ => {
@@ -59,15 +87,29 @@ fn calibrate<'py>(
     Ok(out)
 }
 
-/// The runtime's clip factor `min(1, ζ/‖x‖)` of a whole float32 row, exactly as a stream
-/// computes it: what a shard's `step(x, clip=...)` needs from the whole row.
+/// The runtime's clip factor `min(1, ζ/‖x‖)` of a whole float32 row (any layout), exactly as a
+/// stream computes it: what a shard's `step(x, clip=...)` needs from the whole row.
 #[pyfunction]
-fn clip_factor(row: numpy::PyReadonlyArray1<'_, f32>, clip_norm: f32) -> PyResult<f32> {
-    let row = row.as_array();
-    Ok(match row.as_slice() {
-        Some(slice) => mfc_runtime::clip_factor(slice, clip_norm),
-        None => mfc_runtime::clip_factor(&row.to_vec(), clip_norm),
-    })
+fn clip_factor(row: &Bound<'_, PyAny>, clip_norm: f32) -> PyResult<f32> {
+    let row = intake::f32_array(row, "row")?;
+    if row.shape.len() != 1 {
+        return Err(Error::Value(format!(
+            "row: expected a 1-D float32 array, got shape {:?}",
+            row.shape
+        ))
+        .into());
+    }
+    Ok(mfc_runtime::clip_factor(row.values()?, clip_norm))
+}
+
+/// For the tests of layouts only: whether `x`, a numpy array, would be read in place (C-contiguous,
+/// aligned, native byte order) rather than copied in logical order first.
+#[pyfunction]
+fn _reads_in_place(x: &Bound<'_, PyAny>) -> PyResult<bool> {
+    let array = x
+        .cast::<numpy::PyUntypedArray>()
+        .map_err(|_| Error::Type("_reads_in_place: expected a numpy array".into()))?;
+    Ok(intake::reads_in_place(array))
 }
 
 /// The extension module.
@@ -83,5 +125,6 @@ fn _mfc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mechanism::compile, m)?)?;
     m.add_function(wrap_pyfunction!(calibrate, m)?)?;
     m.add_function(wrap_pyfunction!(clip_factor, m)?)?;
+    m.add_function(wrap_pyfunction!(_reads_in_place, m)?)?;
     Ok(())
 }

@@ -7,12 +7,13 @@ use mfc_compiler::pipeline::{CompileRequest, Event, Horizon, Schema, compile_req
 use mfc_compiler::report::{method_description, neighbouring_name, privacy_unit};
 use mfc_compiler::workload::Workload;
 use mfc_formats::{Mechanism as Blob, Validated};
-use numpy::{PyArray2, PyArrayMethods};
+use numpy::PyArrayMethods;
 use pyo3::exceptions::PyUserWarning;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyTuple};
 
 use crate::error::{Error, Result};
+use crate::intake;
 use crate::replay::form_name;
 
 /// A compiled mechanism: the `.mfc` blob (what a device replays), its report, and — when it was
@@ -25,7 +26,7 @@ pub struct Mechanism {
 }
 
 /// The blob's header as `mfc inspect --json` reports it, with the unit of privacy.
-fn header_report(m: &Validated<'_>, blob_len: usize) -> Result<serde_json::Value> {
+pub(crate) fn header_report(m: &Validated<'_>, blob_len: usize) -> Result<serde_json::Value> {
     let h = &m.header;
     let schema = Participation::from_format(&h.participation)?;
     let workload = match h.workload {
@@ -90,6 +91,27 @@ impl Mechanism {
     }
 }
 
+/// `m` as a new C-ordered float64 numpy array (numpy's allocation: `MemoryError` if it fails),
+/// freeing `m` once copied.
+fn to_numpy<'py>(py: Python<'py>, m: faer::Mat<f64>) -> Result<Bound<'py, PyAny>> {
+    let (rows, cols) = (m.nrows(), m.ncols());
+    let out = intake::empty::<f64>(py, &[rows, cols], "float64")?;
+    {
+        let mut writer = out
+            .try_readwrite()
+            .map_err(|e| Error::Value(format!("internal: {e}")))?;
+        let values = writer
+            .as_slice_mut()
+            .map_err(|e| Error::Value(format!("internal: {e}")))?;
+        for (i, row) in values.chunks_exact_mut(cols.max(1)).enumerate() {
+            for (j, v) in row.iter_mut().enumerate() {
+                *v = m[(i, j)];
+            }
+        }
+    }
+    Ok(out.into_any())
+}
+
 fn to_python<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
     let text = serde_json::to_string(value).map_err(|e| Error::Value(e.to_string()))?;
     py.import("json")?.call_method1("loads", (text,))
@@ -97,20 +119,21 @@ fn to_python<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<
 
 #[pymethods]
 impl Mechanism {
-    /// A mechanism from a blob's bytes (checked: checksum, version, every field).
+    /// A mechanism from a blob's bytes — `bytes`, `bytearray`, `memoryview` or any buffer of
+    /// bytes, copied — checked: checksum, version, every field (`BlobError`).
     #[staticmethod]
-    fn from_bytes(data: &[u8]) -> PyResult<Self> {
-        Ok(Self::parse(data.to_vec(), None)?)
+    fn from_bytes(data: &Bound<'_, PyAny>) -> PyResult<Self> {
+        Ok(Self::parse(intake::bytes(data, "data")?, None)?)
     }
 
-    /// A mechanism from an `.mfc` file.
+    /// A mechanism from an `.mfc` file. A file that cannot be read raises the `OSError` of its
+    /// cause (`FileNotFoundError`, `PermissionError`, …, with `filename`); one that is not a valid
+    /// blob raises `BlobError`.
     #[staticmethod]
     fn load(path: PathBuf) -> PyResult<Self> {
-        let blob = std::fs::read(&path).map_err(|e| {
-            Error::Compiler(mfc_compiler::Error::Io(std::io::Error::new(
-                e.kind(),
-                format!("{}: {e}", path.display()),
-            )))
+        let blob = std::fs::read(&path).map_err(|error| Error::Io {
+            path: path.display().to_string(),
+            error,
         })?;
         Self::parse(blob, None).map_err(|e| match e {
             Error::Runtime(mfc_runtime::Error::InvalidBlob(error)) => {
@@ -124,13 +147,13 @@ impl Mechanism {
         })
     }
 
-    /// Writes the blob to `path`.
+    /// Writes the blob to `path` (the `OSError` of the cause if it cannot).
     fn save(&self, path: PathBuf) -> PyResult<()> {
-        std::fs::write(&path, &self.blob).map_err(|e| {
-            Error::Compiler(mfc_compiler::Error::Io(std::io::Error::new(
-                e.kind(),
-                format!("{}: {e}", path.display()),
-            )))
+        std::fs::write(&path, &self.blob).map_err(|error| {
+            Error::Io {
+                path: path.display().to_string(),
+                error,
+            }
             .into()
         })
     }
@@ -151,9 +174,9 @@ impl Mechanism {
 
     /// The device's check of the recorded sensitivity, with the host's budget (`mfc inspect`
     /// prints the same): a dict with `verdict` — `verified` (with `recorded`, `bound` and
-    /// `operations`), `unverifiable` (with `reason`; the device's policy decides) or `refused`
-    /// (with `reason`: the blob records less than its coefficients have, and `Stream` refuses
-    /// it).
+    /// `operations`), `unverifiable` (with `reason`; a device's policy refuses it, and so does
+    /// `Stream` unless `allow_unverified=True`) or `refused` (with `reason`: the blob records
+    /// less than its coefficients have, and `Stream` refuses it).
     fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let m = Blob::from_bytes(&self.blob).map_err(Error::from)?;
         let verification = py.detach(|| mfc_compiler::verdict::check(&m));
@@ -181,37 +204,32 @@ impl Mechanism {
     /// coefficients the blob stores, with `B̂ Ĉ = A`. `√L = sens(Ĉ)·‖B̂‖_F`, and the
     /// sensitivity under the blob's participation schema is a function of `Ĉ` (single
     /// participation: its largest column norm). FFT blobs: `B̂` is `n × 2n`, `Ĉ` `2n × n`.
-    /// `workload`: the `n × n` matrix `A`, needed only for a blob of a workload other than the
-    /// prefix sum that was not compiled in this process.
+    /// `workload`: the `n × n` float64 matrix `A` (any layout; read in logical order), needed
+    /// only for a blob of a workload other than the prefix sum that was not compiled in this
+    /// process. `MemoryError` when the dense matrices (a few `n × n` float64 at once: about
+    /// 320 GB at `n = 10⁵`) exceed the machine's memory or cannot be allocated.
     #[pyo3(signature = (workload=None))]
     fn to_dense<'py>(
         &self,
         py: Python<'py>,
-        workload: Option<numpy::PyReadonlyArray2<'py, f64>>,
+        workload: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        let given = workload.map(|w| {
-            let w = w.as_array();
-            faer::Mat::from_fn(w.nrows(), w.ncols(), |i, j| w[(i, j)])
-        });
+        let memory = intake::physical_memory(py);
+        let m = Blob::from_bytes(&self.blob).map_err(Error::from)?;
+        crate::dense::check_memory(&m, memory)?;
+        let given = workload
+            .map(|w| intake::f64_matrix(&w, "workload", memory))
+            .transpose()?;
         let compiled = match (&given, &self.workload) {
             (None, Some((w, steps))) if !matches!(w, Workload::PrefixSum) => {
                 Some(w.matrix(*steps).map_err(Error::from)?)
             }
             _ => None,
         };
-        let blob = &self.blob;
-        let (b, c) = py.detach(|| {
-            let m = Blob::from_bytes(blob)?;
-            crate::dense::to_dense(&m, given.as_ref().or(compiled.as_ref()))
-        })?;
-        let array = |m: &faer::Mat<f64>| {
-            let rows: Vec<Vec<f64>> = (0..m.nrows())
-                .map(|i| (0..m.ncols()).map(|j| m[(i, j)]).collect())
-                .collect();
-            PyArray2::from_vec2(py, &rows).map_err(|e| PyErr::from(Error::Value(e.to_string())))
-        };
-        let (b, c) = (array(&b)?, array(&c)?);
-        PyTuple::new(py, [b.into_any(), c.into_any()])
+        let (b, c) = py.detach(|| crate::dense::to_dense(&m, given.or(compiled)))?;
+        let b = to_numpy(py, b)?;
+        let c = to_numpy(py, c)?;
+        PyTuple::new(py, [b, c])
     }
 
     fn __repr__(&self) -> String {
@@ -226,6 +244,14 @@ impl Mechanism {
         )
     }
 }
+
+/// The most steps a blob holds (`header.steps` is a `u32`): the CLI's bound of `steps`, `band`,
+/// `rank`, `max_bands`, `epochs`, `min_sep`, `every`.
+const MAX_STEPS: u64 = u32::MAX as u64;
+/// The CLI's bound of `refine` (L-BFGS iterations).
+const MAX_REFINE: u64 = 1_000_000;
+/// The CLI's bound of `buffers` (the BLT buffers the format allows, `formats/SPEC.md`).
+const MAX_BUFFERS: u64 = 64;
 
 /// `why` with the CLI's option names (`--min-sep`) spelled as this function's keywords
 /// (`min_sep`): a refusal names the keyword the caller passed.
@@ -279,23 +305,23 @@ fn text(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
 #[allow(clippy::too_many_arguments)] // the CLI's options, one keyword each
 pub fn compile(
     py: Python<'_>,
-    steps: Option<usize>,
+    steps: Option<Bound<'_, PyAny>>,
     workload: Option<Bound<'_, PyAny>>,
     cooldown: Option<String>,
-    epochs: Option<usize>,
-    min_sep: Option<usize>,
-    every: Option<usize>,
+    epochs: Option<Bound<'_, PyAny>>,
+    min_sep: Option<Bound<'_, PyAny>>,
+    every: Option<Bound<'_, PyAny>>,
     neighbouring: &str,
     form: &str,
     stamps: Option<Bound<'_, PyAny>>,
-    band: usize,
-    rank: usize,
-    refine: usize,
+    band: i128,
+    rank: i128,
+    refine: i128,
     gap: f64,
     bands: Option<Bound<'_, PyAny>>,
-    max_bands: usize,
+    max_bands: i128,
     toeplitz: bool,
-    buffers: usize,
+    buffers: i128,
     horizon: Option<Bound<'_, PyAny>>,
     clip_norm: f64,
     epsilon: Option<f64>,
@@ -303,28 +329,57 @@ pub fn compile(
     noise_multiplier: Option<f64>,
     force: bool,
 ) -> PyResult<Mechanism> {
-    // A string names a workload as the CLI does; an array is A itself.
+    // The CLI's integer ranges (`mfc compile --help`), checked with the keyword's name: a
+    // negative number is a CompileError (a ValueError) naming it, not pyo3's nameless
+    // OverflowError.
+    let option = |e: Error| match e {
+        Error::Value(why) => Error::Compiler(mfc_compiler::Error::InvalidOption(why)),
+        e => e,
+    };
+    let count = |value: Option<Bound<'_, PyAny>>, name: &str| -> Result<Option<usize>> {
+        value
+            .map(|v| {
+                let v = intake::size(&v, name, 1, MAX_STEPS).map_err(option)?;
+                usize::try_from(v)
+                    .map_err(|_| option(Error::Value(format!("{name} {v}: too large"))))
+            })
+            .transpose()
+    };
+    let steps = count(steps, "steps")?;
+    let (epochs, min_sep, every) = (
+        count(epochs, "epochs")?,
+        count(min_sep, "min_sep")?,
+        count(every, "every")?,
+    );
+    let int = |value: i128, name: &str, min: u64, max: u64| {
+        intake::size_of_int(value, name, min, max).map_err(option)
+    };
+    let band = int(band, "band", 1, MAX_STEPS)?;
+    let rank = int(rank, "rank", 0, MAX_STEPS)?;
+    let refine = int(refine, "refine", 0, MAX_REFINE)?;
+    let max_bands = int(max_bands, "max_bands", 1, MAX_STEPS)?;
+    let buffers = int(buffers, "buffers", 1, MAX_BUFFERS)?;
+    // A string names a workload as the CLI does; an array is A itself (any float64 layout, read
+    // in logical order).
     let (spec, matrix) = match workload {
         None => ("prefix".to_string(), None),
         Some(w) => match w.extract::<String>() {
             Ok(spec) => (spec, None),
             Err(_) => {
-                let a = w.cast::<numpy::PyArray2<f64>>().map_err(|_| {
-                    Error::Type(format!(
-                        "workload: expected `prefix`, `momentum:BETA`, `npy:PATH` or a 2-D float64 \
-                         numpy array, got {}",
-                        w.getattr("dtype")
-                            .map(|d| format!("an array of {d}"))
-                            .unwrap_or_else(|_| w.get_type().to_string())
-                    ))
-                })?;
-                let a = a.readonly();
-                let a = a.as_array();
+                let a = intake::f64_matrix(&w, "workload", intake::physical_memory(py)).map_err(
+                    |e| match e {
+                        Error::Type(_) => Error::Type(format!(
+                            "workload: expected `prefix`, `momentum:BETA`, `npy:PATH` or a 2-D \
+                             float64 numpy array, got {}",
+                            w.getattr("dtype")
+                                .map(|d| format!("an array of {d}"))
+                                .unwrap_or_else(|_| w.get_type().to_string())
+                        )),
+                        e => e,
+                    },
+                )?;
                 let label = format!("numpy array {}×{}", a.nrows(), a.ncols());
-                (
-                    label,
-                    Some(faer::Mat::from_fn(a.nrows(), a.ncols(), |i, j| a[(i, j)])),
-                )
+                (label, Some(a))
             }
         },
     };

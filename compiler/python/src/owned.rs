@@ -12,8 +12,9 @@ use core::ptr::NonNull;
 use mfc_formats::Mechanism;
 use mfc_runtime::{BlobFingerprint, ChaChaNoise};
 
-use crate::error::Result;
-use crate::replay::{Replay, workspace_len};
+use crate::error::{Error, Result};
+use crate::intake;
+use crate::replay::{Replay, form_name, workspace_len};
 
 /// The heap buffers a stream borrows, freed when this is dropped.
 struct Buffers {
@@ -52,19 +53,34 @@ unsafe impl Sync for OwnedReplay {}
 
 impl OwnedReplay {
     /// Copies `blob`, parses it, allocates the workspace and opens the stream
-    /// ([`Replay::open`]).
+    /// ([`Replay::open`]). The workspace's size is checked before it is allocated, fallibly
+    /// ([`intake::zeroed`], against `memory` bytes): `MemoryError`, not an abort.
     pub fn open(
         blob: &[u8],
         row_dim: usize,
         shard: Option<Range<usize>>,
         noise: ChaChaNoise,
         noise_multiplier: Option<f64>,
+        memory: Option<u64>,
     ) -> Result<Self> {
         let dim = shard.as_ref().map_or(row_dim, Range::len);
-        let needed = workspace_len(&Mechanism::from_bytes(blob)?, dim)?;
+        let mechanism = Mechanism::from_bytes(blob)?;
+        let needed = workspace_len(&mechanism, dim).map_err(|e| match e {
+            mfc_runtime::Error::InvalidDimension => Error::Value(format!(
+                "dim: {dim} coordinates are more than a stream of this {} blob can address \
+                 (its noise covers at most 2^51 coordinates per step)",
+                form_name(&mechanism)
+            )),
+            e => Error::Runtime(e),
+        })?;
+        let workspace = intake::zeroed::<f32>(
+            needed,
+            &format!("Stream: the workspace of {needed} floats for dim = {dim}"),
+            memory,
+        )?;
         let buffers = Buffers {
             blob: NonNull::from(Box::leak(blob.to_vec().into_boxed_slice())),
-            workspace: NonNull::from(Box::leak(vec![0.0f32; needed].into_boxed_slice())),
+            workspace: NonNull::from(Box::leak(workspace.into_boxed_slice())),
         };
         // Safety: the blob is never written and lives until `buffers` is dropped, after every
         // borrow made here (see `Drop for OwnedReplay`); `'static` is never handed out.

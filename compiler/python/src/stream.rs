@@ -2,21 +2,32 @@
 //! checks, clipping and noise as on a device; the same blob and seed release what
 //! `mfc simulate` and the device release, bit for bit.
 //!
+//! Opening a stream applies the device's policy: the blob's recorded sensitivity is checked
+//! (`mfc_compiler::verdict::check`, the device's verification with the host's budget); an
+//! understated one is refused, an unverifiable one too unless the caller passes
+//! `allow_unverified=True`. A `noise_multiplier` below the blob's calibrated `σ` is refused
+//! unless the caller passes `allow_lower_noise=True`; [`Stream::privacy`] reports the `(ε, δ)`
+//! that then holds ([`crate::privacy`]).
+//!
 //! A batch (`m × d`) is `m` consecutive steps. It is checked whole — shape, finiteness, the steps
 //! left, the clip factor — before the first of its steps, so a refused batch, like a refused
-//! row, leaves the stream exactly as it was.
+//! row, leaves the stream exactly as it was. Inputs go through [`crate::intake`]: read in place
+//! only when C-contiguous, aligned and native float32, else converted in logical order.
 
 use core::ops::Range;
 
 use mfc_formats::Mechanism as Blob;
+use mfc_runtime::noise::MAX_COORDINATES;
 use mfc_runtime::{ChaChaNoise, ReleaseCounter};
-use numpy::{PyArray1, PyArrayDyn, PyArrayMethods, PyUntypedArrayMethods};
+use numpy::{PyArrayDyn, PyArrayMethods};
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyDict};
 
 use crate::error::{Error, Result};
-use crate::mechanism::Mechanism;
+use crate::intake::{self, Array};
+use crate::mechanism::{Mechanism, header_report};
 use crate::owned::OwnedReplay;
+use crate::privacy::{StreamPrivacy, epsilon};
 use crate::replay::{form_name, shardable, takes_inputs};
 
 /// The epoch recorded in and required of checkpoints: a Python stream's seed is its key itself
@@ -24,77 +35,69 @@ use crate::replay::{form_name, shardable, takes_inputs};
 /// of `restore` is what binds a checkpoint to its seed.
 const EPOCH: u64 = 1;
 
-/// The noise source of `seed`: 32 bytes, or 64 hexadecimal digits as `mfc simulate --seed`
-/// takes them; OS entropy when absent.
+/// The noise source of `seed`: 32 bytes (`bytes`, `bytearray`, `memoryview`), or 64
+/// hexadecimal digits as `mfc simulate --seed` takes them; OS entropy when absent.
 fn noise(seed: Option<&Bound<'_, PyAny>>) -> Result<ChaChaNoise> {
     let Some(seed) = seed else {
         return Ok(ChaChaNoise::from_os_entropy()?);
     };
-    let key: [u8; 32] = if let Ok(bytes) = seed.extract::<Vec<u8>>() {
-        if seed.is_instance_of::<pyo3::types::PyString>() {
-            return Err(Error::Type(
-                "seed: 32 bytes or a str of 64 hex digits".into(),
-            ));
-        }
-        bytes
-            .as_slice()
-            .try_into()
-            .map_err(|_| Error::Value(format!("seed: expected 32 bytes, got {}", bytes.len())))?
-    } else if let Ok(hex) = seed.extract::<String>() {
+    let key: [u8; 32] = if let Ok(hex) = seed.extract::<String>() {
         if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(Error::Value(format!(
                 "seed: expected 64 hexadecimal digits (0-9, a-f, A-F), got `{hex}` ({} characters)",
                 hex.chars().count()
             )));
         }
+        let digit = |b: u8| char::from(b).to_digit(16).unwrap_or(0) as u8;
         let mut key = [0u8; 32];
         for (byte, pair) in key.iter_mut().zip(hex.as_bytes().chunks_exact(2)) {
-            let digit = |b: u8| char::from(b).to_digit(16).unwrap_or(0) as u8;
-            *byte = digit(pair[0]) << 4 | digit(pair[1]);
+            if let [high, low] = *pair {
+                *byte = digit(high) << 4 | digit(low);
+            }
         }
         key
     } else {
-        return Err(Error::Type(
-            "seed: expected 32 bytes or a str of 64 hex digits".into(),
-        ));
+        let bytes = intake::bytes(seed, "seed").map_err(|e| match e {
+            Error::Type(_) => Error::Type(format!(
+                "seed: expected 32 bytes or a str of 64 hex digits, got {}",
+                seed.get_type()
+            )),
+            e => e,
+        })?;
+        bytes
+            .as_slice()
+            .try_into()
+            .map_err(|_| Error::Value(format!("seed: expected 32 bytes, got {}", bytes.len())))?
     };
     Ok(ChaChaNoise::from_seed(key)?)
 }
 
-/// A float32 array's values, in place when C-contiguous (else copied once), and its shape.
-enum Rows<'py> {
-    Borrowed(numpy::PyReadonlyArrayDyn<'py, f32>),
-    Copied(Vec<f32>),
-}
-
-impl Rows<'_> {
-    fn slice(&self) -> &[f32] {
-        match self {
-            Rows::Borrowed(a) => a.as_slice().unwrap_or(&[]),
-            Rows::Copied(v) => v,
-        }
-    }
-}
-
-fn rows<'py>(x: &Bound<'py, PyAny>, what: &str) -> Result<(Rows<'py>, Vec<usize>)> {
-    let array = x.cast::<PyArrayDyn<f32>>().map_err(|_| {
-        let dtype = x
-            .getattr("dtype")
-            .map(|d| d.to_string())
-            .unwrap_or_else(|_| x.get_type().to_string());
-        Error::Type(format!(
-            "{what}: expected a float32 numpy array, got {dtype} (convert with x.astype(numpy.float32))"
+/// `(start, end)` of `shard`, checked: `0 ≤ start < end ≤ dim`.
+fn shard_range(shard: &Bound<'_, PyAny>, dim: u64) -> Result<Range<usize>> {
+    let refuse = || {
+        Error::Value(format!(
+            "shard: expected (start, end) with 0 ≤ start < end ≤ dim = {dim}, got {}",
+            shard.str().map(|s| s.to_string()).unwrap_or_default()
         ))
-    })?;
-    let shape = array.shape().to_vec();
-    let readonly = array.readonly();
-    if readonly.as_slice().is_ok() {
-        return Ok((Rows::Borrowed(readonly), shape));
+    };
+    let (start, end) = shard
+        .extract::<(Bound<'_, PyAny>, Bound<'_, PyAny>)>()
+        .map_err(|_| {
+            Error::Type(format!(
+                "shard: expected a tuple (start, end) of integers, got {}",
+                shard.get_type()
+            ))
+        })?;
+    let start = intake::size(&start, "shard start", 0, dim).map_err(|_| refuse())?;
+    let end = intake::size(&end, "shard end", 0, dim).map_err(|_| refuse())?;
+    if start >= end {
+        return Err(refuse());
     }
-    Ok((
-        Rows::Copied(readonly.as_array().iter().copied().collect()),
-        shape,
-    ))
+    // Both at most `dim`, itself at most 2⁵¹: they fit a usize on every supported target.
+    match (usize::try_from(start), usize::try_from(end)) {
+        (Ok(a), Ok(b)) => Ok(a..b),
+        _ => Err(refuse()),
+    }
 }
 
 /// A private stream of a mechanism: `step(x)` releases the private prefix sum (or, for BandMF
@@ -105,8 +108,13 @@ pub struct Stream {
     row_dim: usize,
     shard: Option<(usize, usize)>,
     takes_inputs: bool,
+    /// Whether the blob's workload is the prefix sum (its releases are prefix sums).
+    prefix_sum: bool,
     form: &'static str,
     clip_norm: f64,
+    privacy: StreamPrivacy,
+    /// The machine's physical memory, the limit of the buffers a call allocates.
+    memory: Option<u64>,
 }
 
 impl Stream {
@@ -125,7 +133,7 @@ impl Stream {
     /// Refuses a batch of `m` steps when fewer remain, before any of them runs.
     fn check_left(&self, m: usize) -> Result<()> {
         let s = self.inner.get();
-        let left = (s.horizon() - s.steps_released()) as usize;
+        let left = s.horizon().saturating_sub(s.steps_released()) as usize;
         if m > left && m > 1 {
             return Err(Error::Value(format!(
                 "a batch of {m} rows needs {m} steps; the stream has {left} of its {} left",
@@ -134,72 +142,189 @@ impl Stream {
         }
         Ok(())
     }
+
+    /// A new float32 output array of `shape`, allocated fallibly (numpy's `MemoryError`).
+    fn output<'py>(&self, py: Python<'py>, shape: &[usize]) -> Result<Bound<'py, PyArrayDyn<f32>>> {
+        let elements = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+        intake::check_bytes(elements, 4, "the release", self.memory)?;
+        intake::empty(py, shape, "float32")
+    }
 }
 
 #[pymethods]
 impl Stream {
-    /// A stream of `mechanism` for rows of `dim` coordinates. `seed`: 32 bytes or 64 hex digits
-    /// (for reproducible simulations only: whoever knows it knows the noise); OS entropy when
-    /// absent. `shard=(start, end)`: only coordinates `start..end` of each row (banded and BandMF
-    /// blobs), whose releases equal those coordinates of the unsharded stream with the same
-    /// seed; its `step` needs the whole row's `clip` factor. `noise_multiplier`: override the
-    /// blob's `σ` (the blob's `(ε, δ)` then no longer applies). The blob's recorded sensitivity
-    /// is checked first as a device checks it (`Mechanism.verify`): `StreamError` if it is
-    /// understated, a `UserWarning` if it cannot be checked.
+    /// A stream of `mechanism` for rows of `dim` coordinates (`1 ≤ dim ≤ 2⁵¹`). `seed`: 32
+    /// bytes or 64 hex digits (for reproducible simulations only: whoever knows it knows the
+    /// noise); OS entropy when absent. `shard=(start, end)`: only coordinates `start..end` of
+    /// each row (banded and BandMF blobs), whose releases equal those coordinates of the
+    /// unsharded stream with the same seed; its `step` needs the whole row's `clip` factor.
+    ///
+    /// The blob's recorded sensitivity is checked first as a device checks it
+    /// (`Mechanism.verify`): `StreamError` if it is understated, and `StreamError` too if it
+    /// cannot be checked (an unverifiable blob, e.g. a custom workload or an FFT blob under
+    /// min-separation) unless `allow_unverified=True`, which streams it with a `UserWarning`.
+    ///
+    /// `noise_multiplier`: replaces the blob's calibrated `σ`. One at or above it needs nothing;
+    /// one below it is refused (`StreamError`, a `ValueError`) unless `allow_lower_noise=True`,
+    /// which streams it with a `UserWarning` stating the weaker `(ε, δ)`. Either way
+    /// `Stream.privacy` reports the `(ε, δ)` recomputed from the stream's `σ` at the blob's `δ`.
+    ///
+    /// The workspace (`(h + r + 2)·dim` floats for a banded blob) is allocated fallibly:
+    /// `MemoryError` when it exceeds the machine's memory or cannot be allocated.
     #[new]
-    #[pyo3(signature = (mechanism, dim, seed=None, *, shard=None, noise_multiplier=None))]
+    #[pyo3(signature = (
+        mechanism, dim, seed=None, *, shard=None, noise_multiplier=None,
+        allow_lower_noise=false, allow_unverified=false
+    ))]
+    #[allow(clippy::too_many_arguments)] // the constructor's keywords, one each
     fn new(
         py: Python<'_>,
         mechanism: &Mechanism,
-        dim: usize,
+        dim: &Bound<'_, PyAny>,
         seed: Option<Bound<'_, PyAny>>,
-        shard: Option<(usize, usize)>,
+        shard: Option<Bound<'_, PyAny>>,
         noise_multiplier: Option<f64>,
+        allow_lower_noise: bool,
+        allow_unverified: bool,
     ) -> PyResult<Self> {
+        let dim_value = intake::size(dim, "dim", 1, MAX_COORDINATES)?;
+        let range = shard
+            .as_ref()
+            .map(|s| shard_range(s, dim_value))
+            .transpose()?;
+        let dim = usize::try_from(dim_value).map_err(|_| {
+            Error::Value(format!(
+                "dim: {dim_value} is beyond this machine's address space"
+            ))
+        })?;
+        if let Some(sigma) = noise_multiplier
+            && !(sigma.is_finite() && sigma > 0.0)
+        {
+            return Err(Error::Value(format!(
+                "noise_multiplier: expected a finite number > 0, got {sigma:?}"
+            ))
+            .into());
+        }
         let noise = noise(seed.as_ref())?;
         let blob = mechanism.blob();
         let m = Blob::from_bytes(blob).map_err(Error::from)?;
-        // The device's check first, as `mfc simulate` does (with the GIL released: it may take
-        // seconds): a blob recording less sensitivity than its coefficients have is refused
-        // before any step; one the runtime cannot check is replayed with a warning.
-        let verification = py.detach(|| mfc_compiler::verdict::check(&m));
-        if let Some(e) = verification.refusal {
-            return Err(Error::Runtime(e).into());
-        }
-        if verification.json["verdict"] == "unverifiable" {
-            let category = py.get_type::<pyo3::exceptions::PyUserWarning>();
-            let message = std::ffi::CString::new(format!("sensitivity {}", verification.text))
-                .unwrap_or_default();
-            PyErr::warn(py, &category, &message, 1)?;
-        }
         let form = form_name(&m);
-        if shard.is_some() && !shardable(&m) {
+        if range.is_some() && !shardable(&m) {
             return Err(Error::Value(format!(
                 "shard: the {form} form has no shards (the banded and bandmf forms have)"
             ))
             .into());
         }
+
+        // The noise: the blob's σ unless the caller's is given; below the blob's only by name.
+        let calibration = m.header.calibration;
+        let blob_sigma = calibration.map(|c| c.noise_multiplier);
+        let delta = calibration.and_then(|c| c.target).map(|t| t.delta);
+        let sigma = noise_multiplier
+            .or(blob_sigma)
+            .ok_or(Error::Runtime(mfc_runtime::Error::NotCalibrated))?;
+        let header = header_report(&m, blob.len())?;
+        let text = |key: &str| header[key].as_str().unwrap_or("unknown").to_string();
+        let mut privacy = StreamPrivacy {
+            noise_multiplier: sigma,
+            blob_noise_multiplier: blob_sigma,
+            delta,
+            privacy_unit: text("privacy_unit"),
+            participation: text("participation"),
+            neighbouring: text("neighbouring"),
+            verified: false,
+            verification: String::new(),
+        };
+        if let (true, Some(blob_sigma)) = (privacy.lowered(), blob_sigma)
+            && !allow_lower_noise
+        {
+            let at = |s: f64| match (epsilon(s, delta), delta) {
+                (Some(eps), Some(d)) => format!("(ε, δ) = ({eps:.6}, {d:e})"),
+                _ => "no (ε, δ) (the blob records no δ)".into(),
+            };
+            return Err(Error::Refused(format!(
+                "noise_multiplier = {sigma:?} is below the blob's calibrated σ = {blob_sigma:?} \
+                 ({} per record): with it the stream would give {}; pass \
+                 allow_lower_noise=True to stream with less noise than calibrated, or a \
+                 noise_multiplier ≥ {blob_sigma:?}",
+                at(blob_sigma),
+                at(sigma)
+            ))
+            .into());
+        }
+
+        // The device's check (with the GIL released: it may take seconds), then its policy: an
+        // understated sensitivity is refused, an unverifiable one unless allowed by name.
+        let verification = py.detach(|| mfc_compiler::verdict::check(&m));
+        if let Some(e) = verification.refusal {
+            return Err(Error::Runtime(e).into());
+        }
+        privacy.verified = verification.json["verdict"] == "verified";
+        privacy.verification = verification.text.clone();
+        let reason = verification.json["reason"]
+            .as_str()
+            .unwrap_or("the device's check did not verify it")
+            .to_string();
+        if !privacy.verified && !allow_unverified {
+            return Err(Error::Refused(format!(
+                "the blob's recorded sensitivity is unverifiable ({reason}), and a device's \
+                 policy refuses such a blob: pass allow_unverified=True to stream it anyway \
+                 (its (ε, δ) then rests on a sensitivity nobody checked)"
+            ))
+            .into());
+        }
+
         let takes_inputs = takes_inputs(&m);
         let clip_norm = m.header.clip_norm;
-        let range: Option<Range<usize>> = shard.map(|(a, b)| a..b);
-        let inner = py.detach(|| OwnedReplay::open(blob, dim, range, noise, noise_multiplier))?;
-        Ok(Self {
+        let memory = intake::physical_memory(py);
+        let inner = py.detach(|| {
+            OwnedReplay::open(blob, dim, range.clone(), noise, noise_multiplier, memory)
+        })?;
+        let stream = Self {
             inner,
             row_dim: dim,
-            shard,
+            shard: range.map(|r| (r.start, r.end)),
             takes_inputs,
+            prefix_sum: matches!(m.header.workload, mfc_formats::Workload::PrefixSum),
             form,
             clip_norm,
-        })
+            privacy,
+            memory,
+        };
+        let warn = |message: String| {
+            let category = py.get_type::<pyo3::exceptions::PyUserWarning>();
+            let message = std::ffi::CString::new(message).unwrap_or_default();
+            PyErr::warn(py, &category, &message, 1)
+        };
+        if !stream.privacy.verified {
+            warn(format!(
+                "sensitivity unverified (allow_unverified=True): {reason}; the stream's \
+                 (ε, δ) rests on the blob's recorded sensitivity, which the device's check \
+                 could not confirm"
+            ))?;
+        }
+        if stream.privacy.lowered() {
+            warn(format!(
+                "noise_multiplier = {sigma:?} is below the blob's calibrated σ = {:?} \
+                 (allow_lower_noise=True): the blob's (ε, δ) no longer holds; this stream \
+                 gives {}",
+                blob_sigma.unwrap_or(f64::NAN),
+                stream.privacy.statement()
+            ))?;
+        }
+        Ok(stream)
     }
 
     /// Steps `x` through the stream: a float32 row of `d` values gives one release, an `(m, d)`
-    /// batch `m` consecutive releases (same shape). C-contiguous float32 input is read in place,
-    /// with the GIL released: do not write to `x` from another thread meanwhile. `clip`: the
-    /// whole row's clip factor (`mfc.clip_factor`), required by a shard (which steps one row at
-    /// a time) and refused elsewhere. Raises, with the stream unchanged: `TypeError` for another dtype,
-    /// `MfcError` for a wrong shape, a non-finite value or too few steps left, `StreamError`
-    /// for the runtime's refusals.
+    /// batch `m` consecutive releases (same shape). `x` is read in place when it is
+    /// C-contiguous, aligned and native-endian float32, with the GIL released (do not write to
+    /// it from another thread meanwhile); any other float32 layout (column-major, transposed,
+    /// strided, byte-swapped, misaligned) is copied once in logical order first, so each
+    /// release is that of `x`'s C-ordered copy. `clip`: the whole row's clip factor
+    /// (`mfc.clip_factor`), required by a shard (which steps one row at a time) and refused
+    /// elsewhere. Raises, with the stream unchanged: `TypeError` for another dtype, `MfcError`
+    /// for a wrong shape, a non-finite value or too few steps left, `StreamError` for the
+    /// runtime's refusals.
     #[pyo3(signature = (x, clip=None))]
     fn step<'py>(
         &mut self,
@@ -215,8 +340,8 @@ impl Stream {
             )
             .into());
         }
-        let (input, shape) = rows(x, "step")?;
-        let (m, batched) = self.batch(&shape, "step")?;
+        let input = intake::f32_array(x, "step")?;
+        let (m, batched) = self.batch(&input.shape, "step")?;
         // A clip factor from the caller is trusted: only a shard, which cannot see the whole
         // row, takes one, and only for one row (each row has its own factor).
         if clip.is_some() && self.shard.is_none() {
@@ -235,8 +360,8 @@ impl Stream {
             .into());
         }
         self.check_left(m)?;
-        let d = self.inner.get().dim();
-        let values = input.slice();
+        let d = self.inner.get().dim().max(1);
+        let values = input.values()?;
         if batched && m > 1 {
             if let Some(at) = values.iter().position(|v| !v.is_finite()) {
                 let refusal = mfc_runtime::Error::NonFiniteInput { index: at % d };
@@ -246,62 +371,107 @@ impl Stream {
                 return Err(Error::Runtime(mfc_runtime::Error::InvalidClipFactor).into());
             }
         }
-        let mut out = vec![0.0f32; values.len()];
-        let inner = &mut self.inner;
-        py.detach(|| {
-            inner.with(|s| {
-                for (row, release) in values.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
-                    match clip {
-                        Some(c) => s.step_clipped(row, c, release)?,
-                        None => s.step(row, release)?,
+        let shape: &[usize] = if batched { &[m, d] } else { &[d] };
+        let out = self.output(py, shape)?;
+        {
+            let mut writer = out
+                .try_readwrite()
+                .map_err(|e| Error::Value(format!("internal: {e}")))?;
+            let release = writer
+                .as_slice_mut()
+                .map_err(|e| Error::Value(format!("internal: {e}")))?;
+            let inner = &mut self.inner;
+            py.detach(|| {
+                inner.with(|s| {
+                    for (row, release) in values.chunks_exact(d).zip(release.chunks_exact_mut(d)) {
+                        match clip {
+                            Some(c) => s.step_clipped(row, c, release)?,
+                            None => s.step(row, release)?,
+                        }
                     }
-                }
-                Ok::<(), mfc_runtime::Error>(())
+                    Ok::<(), mfc_runtime::Error>(())
+                })
             })
-        })
-        .map_err(Error::from)?;
-        let out = PyArray1::from_vec(py, out);
-        Ok(if batched {
-            out.reshape([m, d])?.into_any()
-        } else {
-            out.into_any()
-        })
+            .map_err(Error::from)?;
+        }
+        Ok(out.into_any())
     }
 
     /// A training step: `examples` is `(m, d)` float32, the step's `m` examples; each is clipped
     /// to `ζ` by itself (the unit of privacy is the example) and their sum enters the stream.
-    /// Returns the step's release.
+    /// Returns the step's release. Layouts as for `step` (any float32 layout gives the release of
+    /// its C-ordered copy). A non-finite value is refused (`StreamError`) naming the example
+    /// and the coordinate, the stream unchanged.
     fn step_examples<'py>(
         &mut self,
         py: Python<'py>,
         examples: &Bound<'py, PyAny>,
-    ) -> PyResult<Bound<'py, PyArray1<f32>>> {
-        let (input, shape) = rows(examples, "step_examples")?;
-        let d = self.inner.get().dim();
-        if !matches!(*shape, [_, n] if n == d) {
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let input: Array<'_, f32> = intake::f32_array(examples, "step_examples")?;
+        let d = self.inner.get().dim().max(1);
+        if !matches!(*input.shape, [_, n] if n == d) {
             return Err(Error::Value(format!(
-                "step_examples: expected shape (m, {d}), got {shape:?}"
+                "step_examples: expected shape (m, {d}), got {:?}",
+                input.shape
             ))
             .into());
         }
-        let values = input.slice();
-        let mut out = vec![0.0f32; d];
-        let inner = &mut self.inner;
-        py.detach(|| inner.with(|s| s.step_examples(values, &mut out)))
-            .map_err(Error::from)?;
-        Ok(PyArray1::from_vec(py, out))
+        let values = input.values()?;
+        let out = self.output(py, &[d])?;
+        {
+            let mut writer = out
+                .try_readwrite()
+                .map_err(|e| Error::Value(format!("internal: {e}")))?;
+            let release = writer
+                .as_slice_mut()
+                .map_err(|e| Error::Value(format!("internal: {e}")))?;
+            let inner = &mut self.inner;
+            py.detach(|| inner.with(|s| s.step_examples(values, release)))
+                .map_err(|e| match e {
+                    mfc_runtime::Error::NonFiniteInput { index } => Error::Refused(format!(
+                        "step_examples: example {}, coordinate {}: the value is not finite",
+                        index / d,
+                        index % d
+                    )),
+                    e => Error::Runtime(e),
+                })?;
+        }
+        Ok(out.into_any())
     }
 
     /// Advances one step and returns only the noise `σ·ζ·sens·(B̂ z)_i` (banded and FFT blobs):
     /// for a workload other than the prefix sum, whose `(A x)_i` the caller computes from inputs
-    /// it clipped itself.
-    fn step_noise<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyArray1<f32>>> {
+    /// it clipped itself. BLT and BandMF streams add their noise to the inputs inside the stream
+    /// and refuse it (`StreamError`): their `step` of an all-zero row releases the noise alone.
+    fn step_noise<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let d = self.inner.get().dim();
-        let mut out = vec![0.0f32; d];
-        let inner = &mut self.inner;
-        py.detach(|| inner.with(|s| s.step_noise(&mut out)))
-            .map_err(Error::from)?;
-        Ok(PyArray1::from_vec(py, out))
+        if matches!(self.form, "blt" | "bandmf") {
+            let what = if self.form == "bandmf" && !self.prefix_sum {
+                "x + noise, the noised input your optimizer applies A to"
+            } else {
+                "the private prefix sum of x"
+            };
+            return Err(Error::Refused(format!(
+                "step_noise: a {} stream adds its noise to the inputs inside the stream and has \
+                 no noise-only step: step(x) releases {what}; \
+                 step(numpy.zeros({d}, numpy.float32)) releases the noise alone",
+                self.form
+            ))
+            .into());
+        }
+        let out = self.output(py, &[d])?;
+        {
+            let mut writer = out
+                .try_readwrite()
+                .map_err(|e| Error::Value(format!("internal: {e}")))?;
+            let release = writer
+                .as_slice_mut()
+                .map_err(|e| Error::Value(format!("internal: {e}")))?;
+            let inner = &mut self.inner;
+            py.detach(|| inner.with(|s| s.step_noise(release)))
+                .map_err(Error::from)?;
+        }
+        Ok(out.into_any())
     }
 
     /// The stream's state as bytes (every form; the runtime's checkpoint format):
@@ -317,25 +487,33 @@ impl Stream {
         };
         let s = self.inner.get();
         let counter = ReleaseCounter::new(EPOCH, s.steps_released());
-        let mut out = vec![0u8; s.checkpoint_capacity()];
+        let mut out: Vec<u8> = intake::zeroed(s.checkpoint_capacity(), "checkpoint", self.memory)?;
         let len = s
             .checkpoint(fingerprint, &counter, &mut out)
             .map_err(Error::from)?;
         Ok(PyBytes::new(py, out.get(..len).unwrap_or(&[])))
     }
 
-    /// Loads a checkpoint into this fresh stream (same mechanism, `dim`, shard and seed as the
-    /// stream that wrote it). `released`: the steps already released, as the caller keeps
-    /// them in durable storage; a checkpoint behind it is refused, since computing its later
-    /// steps again would release them twice. Raises `StreamError` with the stream unchanged.
+    /// Loads a checkpoint (`bytes`, `bytearray` or `memoryview`) into this fresh stream (same
+    /// mechanism, `dim`, shard and seed as the stream that wrote it). `released`: the steps
+    /// already released (`0 ≤ released < 2³²`), as the caller keeps them in durable storage; a
+    /// checkpoint behind it is refused, since computing its later steps again would release
+    /// them twice. Raises `StreamError` with the stream unchanged.
     #[pyo3(signature = (checkpoint, *, released))]
-    fn restore(&mut self, checkpoint: &[u8], released: u32) -> PyResult<()> {
+    fn restore(
+        &mut self,
+        checkpoint: &Bound<'_, PyAny>,
+        released: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let checkpoint = intake::bytes(checkpoint, "checkpoint")?;
+        let released = intake::size(released, "released", 0, u32::MAX.into())?;
+        let released = u32::try_from(released).unwrap_or(u32::MAX);
         let form = self.form;
         let counter = ReleaseCounter::new(EPOCH, released);
         self.inner
             .with_fingerprint(|s, fingerprint| match fingerprint {
                 Some(fingerprint) => s
-                    .restore(fingerprint, checkpoint, &counter)
+                    .restore(fingerprint, &checkpoint, &counter)
                     .map_err(Error::from),
                 None => Err(Error::Value(format!(
                     "restore: the {form} form has no checkpoints"
@@ -344,19 +522,32 @@ impl Stream {
         Ok(())
     }
 
-    /// For `bench/step.py` only: one step of the C-contiguous float32 row `x`, returning the
-    /// seconds the runtime's step took by itself (no conversion, allocation or GIL hand-off), the
-    /// reference a Python `step` is compared with.
-    fn _step_seconds(&mut self, x: numpy::PyReadonlyArray1<'_, f32>) -> PyResult<f64> {
-        let input = x
-            .as_slice()
-            .map_err(|_| Error::Value("_step_seconds: x must be C-contiguous".into()))?;
-        let mut out = vec![0.0f32; input.len()];
+    /// For `bench/step.py` only: one step of the float32 row `x`, returning the seconds the
+    /// runtime's step took by itself (no conversion, allocation or GIL hand-off), the reference
+    /// a Python `step` is compared with.
+    fn _step_seconds(&mut self, x: &Bound<'_, PyAny>) -> PyResult<f64> {
+        let input = intake::f32_array(x, "_step_seconds")?;
+        let input = input.values()?;
+        let mut out: Vec<f32> = intake::zeroed(input.len(), "_step_seconds", self.memory)?;
         let started = std::time::Instant::now();
         self.inner
             .with(|s| s.step(input, &mut out))
             .map_err(Error::from)?;
         Ok(started.elapsed().as_secs_f64())
+    }
+
+    /// What the stream's releases guarantee, recomputed from the noise multiplier it uses (the
+    /// blob's `σ`, or `noise_multiplier`): a dict with `epsilon` (at the blob's `delta`, by the
+    /// analytic Gaussian relation, rounded up; `inf` beyond 10⁴; `None` when the blob records no
+    /// `δ`), `delta`, `noise_multiplier`, `zcdp_rho`, `blob_noise_multiplier`, `blob_epsilon`
+    /// (the same computation for the blob's `σ`), `lowered` (the stream's `σ` is below the
+    /// blob's: `allow_lower_noise=True` was needed), `privacy_unit`, `participation`,
+    /// `neighbouring` (what the guarantee is for), `verified` and `verification` (whether the
+    /// device's check confirmed the recorded sensitivity the guarantee rests on) and
+    /// `statement`, all of it in one sentence.
+    #[getter]
+    fn privacy<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        self.privacy.to_dict(py)
     }
 
     /// Steps released so far.

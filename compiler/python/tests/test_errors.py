@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import mfc
+from conftest import open_stream
 
 SEED = "3c" * 32
 D = 5
@@ -106,7 +107,7 @@ def test_bad_seed(mechanisms):
 
 def test_compile_refusals_name_the_option():
     # The CLI's messages, with its options spelled as the keywords passed.
-    with pytest.raises(mfc.CompileError, match="min_sep 0: the separation must be at least 1"):
+    with pytest.raises(mfc.CompileError, match=r"min_sep 0: expected an integer in 1\.\.=4294967295"):
         mfc.compile(steps=8, epochs=2, min_sep=0)
     with pytest.raises(mfc.CompileError, match=r"epochs 2 needs min_sep B .* or every B"):
         mfc.compile(steps=8, epochs=2)
@@ -144,7 +145,7 @@ def test_step_examples_clips_each_example(pair):
 
 
 def test_noise_only_blob_refuses_step(mechanisms):
-    s = mfc.Stream(mechanisms["banded-momentum"], D, seed=SEED)
+    s = open_stream("banded-momentum", mechanisms["banded-momentum"], D, seed=SEED)
     with pytest.raises(mfc.MfcError, match="step_noise"):
         s.step(np.ones(D, np.float32))
     assert s.steps_released == 0
@@ -190,13 +191,17 @@ def lowered(m, factor=0.99):
 def test_the_device_check_refuses_an_understated_sensitivity(mechanisms):
     """Every blob of the fixtures verifies, except the banded custom workload (its A is not in
     the blob); lowered by 1% with its CRC recomputed, each verified one is refused by
-    ``verify`` and by ``Stream``, and an unverifiable one is streamed with a warning."""
+    ``verify`` and by ``Stream``; an unverifiable one is refused unless the caller opts in by
+    name, and then streamed with a warning."""
     for name, m in mechanisms.items():
         verdict = m.verify()
         if name == "banded-momentum":
             assert verdict["verdict"] == "unverifiable", verdict
-            with pytest.warns(UserWarning, match="does not store its custom workload"):
+            with pytest.raises(mfc.StreamError, match="allow_unverified=True"):
                 mfc.Stream(m, D, seed=SEED)
+            with pytest.warns(UserWarning, match="does not store its custom workload"):
+                s = mfc.Stream(m, D, seed=SEED, allow_unverified=True)
+            assert s.privacy["verified"] is False
             continue
         assert verdict["verdict"] == "verified", (name, verdict)
         assert verdict["recorded"] >= verdict["bound"]

@@ -3,6 +3,8 @@
 from os import PathLike
 from typing import Any, Optional, Tuple, Union
 
+BytesLike = Union[bytes, bytearray, memoryview]
+
 import numpy as np
 import numpy.typing as npt
 
@@ -22,13 +24,16 @@ class Mechanism:
     """A compiled mechanism: the .mfc blob a device replays, its report and dense matrices."""
 
     @staticmethod
-    def from_bytes(data: bytes) -> "Mechanism":
-        """A mechanism from a blob's bytes (checked: checksum, version, every field)."""
+    def from_bytes(data: BytesLike) -> "Mechanism":
+        """A mechanism from a blob's bytes (``bytes``, ``bytearray`` or ``memoryview``, copied),
+        checked: checksum, version, every field (``BlobError``)."""
     @staticmethod
     def load(path: Union[str, "PathLike[str]"]) -> "Mechanism":
-        """A mechanism from an .mfc file."""
+        """A mechanism from an .mfc file: the ``OSError`` of the cause if it cannot be read
+        (``FileNotFoundError``, ``PermissionError``, ... with ``filename``), ``BlobError`` if it
+        is not a valid blob."""
     def save(self, path: Union[str, "PathLike[str]"]) -> None:
-        """Writes the blob to ``path``."""
+        """Writes the blob to ``path`` (the ``OSError`` of the cause if it cannot)."""
     @property
     def bytes(self) -> bytes:
         """The blob's bytes, as a device stores them."""
@@ -39,7 +44,8 @@ class Mechanism:
     def verify(self) -> dict[str, Any]:
         """The device's check of the recorded sensitivity (as ``mfc inspect``): ``verdict`` is
         ``verified`` (with ``recorded``, ``bound``, ``operations``), ``unverifiable`` (with
-        ``reason``) or ``refused`` (with ``reason``; ``Stream`` refuses such a blob)."""
+        ``reason``; ``Stream`` refuses it unless ``allow_unverified=True``) or ``refused`` (with
+        ``reason``; ``Stream`` refuses such a blob)."""
     @property
     def form(self) -> str:
         """``banded``, ``blt``, ``fft`` or ``bandmf``."""
@@ -51,7 +57,9 @@ class Mechanism:
     ) -> Tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         """``(B, C)``: decoder and encoder from the stored f32 coefficients, ``B @ C = A``;
         ``sqrt_loss = sens(C) * ||B||_F``. FFT blobs: B is n x 2n, C is 2n x n. ``workload``
-        (the n x n A) is needed only for a non-prefix blob not compiled in this process."""
+        (the n x n float64 A, any layout) is needed only for a non-prefix blob not compiled in
+        this process. ``MemoryError`` when the dense matrices (a few n x n float64 at once,
+        about 320 GB at n = 10**5) exceed the machine's memory or cannot be allocated."""
 
 class Stream:
     """A private stream of a mechanism: one release per step, as the device's runtime computes it."""
@@ -64,27 +72,51 @@ class Stream:
         *,
         shard: Optional[Tuple[int, int]] = None,
         noise_multiplier: Optional[float] = None,
+        allow_lower_noise: bool = False,
+        allow_unverified: bool = False,
     ) -> None:
-        """``seed``: 32 bytes or 64 hex digits (reproducible simulations only), OS entropy when
-        absent. ``shard=(start, end)``: only those coordinates (banded and bandmf blobs). The
-        blob is verified first (``Mechanism.verify``): ``StreamError`` if its recorded
-        sensitivity is understated, a ``UserWarning`` if it cannot be checked."""
+        """``dim``: 1 <= dim <= 2**51 (``ValueError`` naming it otherwise; ``MemoryError`` if
+        the workspace exceeds the machine's memory). ``seed``: 32 bytes or 64 hex digits
+        (reproducible simulations only), OS entropy when absent. ``shard=(start, end)``: only
+        those coordinates, 0 <= start < end <= dim (banded and bandmf blobs).
+
+        The blob is verified first (``Mechanism.verify``): ``StreamError`` if its recorded
+        sensitivity is understated, ``StreamError`` too if it cannot be checked unless
+        ``allow_unverified=True`` (then a ``UserWarning``).
+
+        ``noise_multiplier``: replaces the blob's calibrated sigma. Below it, ``StreamError``
+        (a ``ValueError``) unless ``allow_lower_noise=True`` (then a ``UserWarning`` stating the
+        weaker (epsilon, delta)); at or above it, nothing needed. ``privacy`` reports the
+        (epsilon, delta) recomputed from the stream's sigma at the blob's delta."""
     def step(
         self, x: npt.NDArray[np.float32], clip: Optional[float] = None
     ) -> npt.NDArray[np.float32]:
         """One row ``(d,)`` -> one release; a batch ``(m, d)`` -> m consecutive releases.
         ``clip``: the whole row's clip factor (required by a shard, one row at a time; refused
         by an unsharded stream, which clips each row itself). A refused call leaves the
-        stream unchanged. C-contiguous float32 ``x`` is read in place with the GIL released: do
-        not write to it from another thread meanwhile."""
+        stream unchanged. Any float32 layout gives the release of ``x``'s C-ordered copy:
+        C-contiguous, aligned, native-endian ``x`` is read in place with the GIL released (do
+        not write to it from another thread meanwhile); column-major, transposed, strided,
+        byte-swapped or misaligned ``x`` is copied once in logical order first. Another dtype:
+        ``TypeError``."""
     def step_examples(self, examples: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-        """One training step from ``(m, d)`` examples, each clipped by itself."""
+        """One training step from ``(m, d)`` float32 examples (any layout, as ``step``), each
+        clipped by itself; a non-finite value is refused naming the example and coordinate."""
     def step_noise(self) -> npt.NDArray[np.float32]:
-        """One step's noise only (banded and fft blobs), for workloads the caller applies."""
+        """One step's noise only (banded and fft blobs), for workloads the caller applies. blt
+        and bandmf streams refuse it: their ``step`` of an all-zero row releases the noise."""
     def checkpoint(self) -> bytes:
         """The stream's state (every form)."""
-    def restore(self, checkpoint: bytes, *, released: int) -> None:
-        """Loads a checkpoint into this fresh stream; refuses one behind ``released``."""
+    def restore(self, checkpoint: BytesLike, *, released: int) -> None:
+        """Loads a checkpoint into this fresh stream; refuses one behind ``released``
+        (0 <= released < 2**32)."""
+    @property
+    def privacy(self) -> dict[str, Any]:
+        """What the releases guarantee, recomputed from the stream's noise multiplier at the
+        blob's delta: ``epsilon`` (inf beyond 1e4; None without a delta), ``delta``,
+        ``noise_multiplier``, ``zcdp_rho``, ``blob_noise_multiplier``, ``blob_epsilon``,
+        ``lowered``, ``privacy_unit``, ``participation``, ``neighbouring``, ``verified``,
+        ``verification`` and ``statement`` (one sentence)."""
     @property
     def steps_released(self) -> int: ...
     @property
@@ -127,8 +159,9 @@ def compile(
     force: bool = False,
 ) -> Mechanism:
     """``mfc compile`` with its options as keywords (``--min-sep`` is ``min_sep``); ``workload``
-    is ``prefix`` (the default), ``momentum:BETA``, ``npy:PATH`` or the n x n matrix A; a refusal
-    (``CompileError``) names the keyword, the value and what is allowed."""
+    is ``prefix`` (the default), ``momentum:BETA``, ``npy:PATH`` or the n x n float64 matrix A
+    (any layout); a refusal (``CompileError``) names the keyword, the value and what is allowed
+    (integers: the CLI's ranges, e.g. ``steps`` in 1..=2**32-1, ``buffers`` in 1..=64)."""
 
 def calibrate(
     *, delta: float, epsilon: Optional[float] = None, noise_multiplier: Optional[float] = None
@@ -138,4 +171,5 @@ def calibrate(
     of the blob the sigma goes into)."""
 
 def clip_factor(row: npt.NDArray[np.float32], clip_norm: float) -> float:
-    """The runtime's clip factor min(1, clip_norm/||row||) of a whole row."""
+    """The runtime's clip factor min(1, clip_norm/||row||) of a whole 1-D float32 row (any
+    layout)."""

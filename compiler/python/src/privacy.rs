@@ -1,0 +1,102 @@
+//! `Stream.privacy`: the `(ε, δ)` a stream's releases satisfy, recomputed from the noise
+//! multiplier it actually uses — the blob's calibrated `σ`, or the caller's `noise_multiplier` —
+//! at the blob's `δ`, with the unit of privacy, the participation schema and the neighbouring
+//! relation it is for.
+//!
+//! A stream adds noise of scale `σ·ζ·sens` to inputs clipped to `ζ`, `sens` the blob's recorded
+//! sensitivity under its schema and relation, so it is exactly as private as a Gaussian mechanism
+//! of sensitivity 1 and noise multiplier `σ` (Denisov et al. 2022, Thm 2.1); its tight `(ε, δ)`
+//! is the analytic Gaussian relation (Balle & Wang 2018, Thm 8), computed by the runtime's
+//! [`epsilon_for_noise_multiplier`] (rounded up), and its zCDP parameter is `ρ = 1/(2σ²)`. This
+//! holds when the recorded sensitivity is right: `verified` says whether the device's check
+//! confirmed it.
+
+use mfc_runtime::privacy::{epsilon_for_noise_multiplier, zcdp_rho};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+/// What a stream's releases guarantee.
+pub struct StreamPrivacy {
+    /// The `σ` the stream uses.
+    pub noise_multiplier: f64,
+    /// The `σ` the blob was calibrated with, if any.
+    pub blob_noise_multiplier: Option<f64>,
+    /// The blob's `δ`, if it records a target.
+    pub delta: Option<f64>,
+    /// The unit of privacy, in words (the blob's report's `privacy_unit`).
+    pub privacy_unit: String,
+    /// The participation schema, in words.
+    pub participation: String,
+    /// `add-remove` or `replace-one`.
+    pub neighbouring: String,
+    /// Whether the device's check confirmed the recorded sensitivity.
+    pub verified: bool,
+    /// The check's verdict, in words.
+    pub verification: String,
+}
+
+/// `ε` of noise multiplier `sigma` at `delta` (rounded up): `inf` when it exceeds `10⁴` (the
+/// solver's range), `None` without a `δ`.
+pub fn epsilon(sigma: f64, delta: Option<f64>) -> Option<f64> {
+    delta.map(|d| epsilon_for_noise_multiplier(sigma, d).unwrap_or(f64::INFINITY))
+}
+
+impl StreamPrivacy {
+    /// Whether the stream's `σ` is below the blob's calibrated one.
+    pub fn lowered(&self) -> bool {
+        self.blob_noise_multiplier
+            .is_some_and(|blob| self.noise_multiplier < blob)
+    }
+
+    /// `ε` of the stream's `σ` at the blob's `δ`.
+    pub fn epsilon(&self) -> Option<f64> {
+        epsilon(self.noise_multiplier, self.delta)
+    }
+
+    /// One sentence: what holds, for whom, and how it was computed.
+    pub fn statement(&self) -> String {
+        let sigma = self.noise_multiplier;
+        let guarantee = match (self.epsilon(), self.delta) {
+            (Some(eps), Some(delta)) if eps.is_finite() => {
+                format!("(ε, δ) = ({eps:.6}, {delta:e})")
+            }
+            (Some(_), Some(delta)) => format!("no ε ≤ 10⁴ at δ = {delta:e}"),
+            _ => "no (ε, δ): the blob records no δ".to_string(),
+        };
+        let sensitivity = if self.verified {
+            "verified"
+        } else {
+            "NOT verified"
+        };
+        format!(
+            "{guarantee}, ρ-zCDP {:.4e}, from σ = {sigma:?} (analytic Gaussian, recomputed at the \
+             blob's δ), {} neighbours, for {}; the blob's recorded sensitivity is {sensitivity}",
+            zcdp_rho(sigma),
+            self.neighbouring,
+            self.privacy_unit
+        )
+    }
+
+    /// The Python dict of `Stream.privacy`.
+    pub fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let out = PyDict::new(py);
+        out.set_item("epsilon", self.epsilon())?;
+        out.set_item("delta", self.delta)?;
+        out.set_item("noise_multiplier", self.noise_multiplier)?;
+        out.set_item("zcdp_rho", zcdp_rho(self.noise_multiplier))?;
+        out.set_item("blob_noise_multiplier", self.blob_noise_multiplier)?;
+        out.set_item(
+            "blob_epsilon",
+            self.blob_noise_multiplier
+                .and_then(|s| epsilon(s, self.delta)),
+        )?;
+        out.set_item("lowered", self.lowered())?;
+        out.set_item("privacy_unit", &self.privacy_unit)?;
+        out.set_item("participation", &self.participation)?;
+        out.set_item("neighbouring", &self.neighbouring)?;
+        out.set_item("verified", self.verified)?;
+        out.set_item("verification", &self.verification)?;
+        out.set_item("statement", self.statement())?;
+        Ok(out)
+    }
+}
