@@ -116,7 +116,7 @@ int main(void) {
         }
     }
     uint32_t stack = used(bottom, top);
-    mfc_stream_close(stream);
+    CHECK("mfc_stream_close", mfc_stream_close(stream));
     CHECK("mfc_stream_open_epoch", scenario_open(blob, blob_len, &counter, &stream));
     uint32_t t = now();
     CHECK("mfc_stream_restore", mfc_stream_restore(stream, scenario_newest, written, &counter));
