@@ -3,7 +3,11 @@
 # against libmfc.a — the telemetry scenario of runtime/capi/examples/scenario.h, with the
 # checkpoint protocol and a simulated reboot — releases exactly what the uninterrupted Rust
 # replay (mfc_runtime::Replay) releases for the same blob and key, for a blob of every form and
-# a BLT blob without a horizon (150 steps, past its 48 design steps).
+# a BLT blob without a horizon (150 steps, past its 48 design steps). The C scenario opens its
+# stream verified (the library's default), and checks that the reopened stream refuses to step
+# before its restore and that the closed one is refused. Then mfc_verify and mfc_stream_open on
+# every form and schema the device verifies, and what mfc_stream_open admits (admit.c, a list of
+# blob, flags, expected status and verdict: forged blobs join it).
 # Leaves the blobs in target/capi/ (.ci/capi-firmware.sh runs the same blobs on bare metal).
 set -euo pipefail
 cd "$(dirname "$0")/.."
