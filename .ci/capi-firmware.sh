@@ -3,10 +3,11 @@
 # telemetry firmware (runtime/capi/examples/firmware, arm-none-eabi-gcc, no libc, all memory
 # static) and run under QEMU (mps2-an386, Cortex-M4F) with a blob of every form — banded, BLT,
 # FFT (optimal decoder), BandMF — and a BLT without a horizon, stepped 150 steps, past its 48
-# design steps. Each run reboots midway (checkpoint, restore; a stale checkpoint
-# refused) and its releases must equal the uninterrupted Rust replay bit for bit; a build with a
+# design steps. Each run verifies the blob at open (the library's default), reboots midway
+# (checkpoint; a step before the restore refused; restore, a stale checkpoint refused) and its
+# releases must equal the uninterrupted Rust replay bit for bit; a build with a
 # corrupted blob must report MFC_STATUS_INVALID_BLOB and exit with code 2 (not 0, not hang: 124,
-# not fault: 3).
+# not fault: 3), and builds with an understated and an unverifiable blob must be refused at open.
 # Needs the blobs and references of .ci/capi.sh (run first), qemu-system-arm, gcc-arm-none-eabi
 # and binutils-arm-none-eabi (.ci/run installs them) and the thumbv7em-none-eabihf target.
 set -euo pipefail
@@ -60,3 +61,21 @@ if [ "$status" -ne 2 ] || ! grep -q "returned status 2$" "$out/corrupt.log"; the
   exit 1
 fi
 echo "corrupted blob refused, exit code $status"
+
+# Issue 27: the firmware's open verifies. A blob whose recorded sensitivity was lowered by 1%
+# (CRC recomputed, by .ci/capi.sh) is refused with MFC_STATUS_SENSITIVITY_UNDERSTATED (17), and an
+# honest blob the device cannot verify (FFT under min separation) with MFC_STATUS_UNVERIFIABLE
+# (18): exit code 2, nothing released.
+for refusal in lowered/blt:17 fft-min-sep:18; do
+  name=${refusal%%:*} code=${refusal#*:}
+  build "refused-${name//\//-}" "target/capi/$name.mfc"
+  status=0
+  "${qemu[@]}" "$out/refused-${name//\//-}.elf" > "$out/refused.log" 2>&1 || status=$?
+  cat "$out/refused.log"
+  if [ "$status" -ne 2 ] || ! grep -q "returned status $code$" "$out/refused.log" ||
+      grep -qv '^#' "$out/refused.log"; then
+    echo "C firmware with $name.mfc exited with $status (expected 2 and status $code)" >&2
+    exit 1
+  fi
+  echo "$name.mfc refused at open on the device (status $code)"
+done

@@ -3,7 +3,11 @@
 # against libmfc.a — the telemetry scenario of runtime/capi/examples/scenario.h, with the
 # checkpoint protocol and a simulated reboot — releases exactly what the uninterrupted Rust
 # replay (mfc_runtime::Replay) releases for the same blob and key, for a blob of every form and
-# a BLT blob without a horizon (150 steps, past its 48 design steps).
+# a BLT blob without a horizon (150 steps, past its 48 design steps). The C scenario opens its
+# stream verified (the library's default), and checks that the reopened stream refuses to step
+# before its restore and that the closed one is refused. Then mfc_verify and mfc_stream_open on
+# every form and schema the device verifies, and what mfc_stream_open admits (admit.c, a list of
+# blob, flags, expected status and verdict: forged blobs join it).
 # Leaves the blobs in target/capi/ (.ci/capi-firmware.sh runs the same blobs on bare metal).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,10 +43,11 @@ for form in banded blt fft bandmf blt-unbounded; do
     "$(wc -l < "target/capi/$form-rust.txt") releases"
 done
 
-# Issue 20: mfc_verify accepts what the compiler writes and refuses the same blob with its
-# recorded sensitivity lowered by 1% (CRC recomputed), for every form it verifies (both FFT
-# kinds since the FFT check, runtime/src/verify/fft.rs, a BLT bound for every horizon,
-# `--horizon unbounded`, and the banded form under min separation).
+# Issue 20 and 27: mfc_verify accepts what the compiler writes and mfc_stream_open opens it
+# verified (its default), and both refuse the same blob with its recorded sensitivity lowered by
+# 1% (CRC recomputed), mfc_stream_open also with MFC_OPEN_ALLOW_UNVERIFIED, for every form it
+# verifies (both FFT kinds since the FFT check, runtime/src/verify/fft.rs, a BLT bound for every
+# horizon, `--horizon unbounded`, and the banded form under min separation).
 cc -O2 -Wall -Wextra -Werror -I runtime/capi/include runtime/capi/examples/verify.c \
     target/release/libmfc.a -lpthread -ldl -lm -o target/verify-c
 for spec in "banded:--steps 48 --band 4 --rank 3" \
@@ -65,3 +70,33 @@ for spec in "banded:--steps 48 --band 4 --rank 3" \
         --out "target/verify-$name.mfc" ${spec#*:} >/dev/null
     target/verify-c "target/verify-$name.mfc"
 done
+
+# Issue 27: what mfc_stream_open admits (runtime/capi/examples/admit.c reads a list of
+# `BLOB FLAGS STATUS [VERDICT]`). By default it verifies and refuses what it cannot verify; the
+# opt-in by name admits that, and the verdict says so; an understated sensitivity is refused
+# whatever the flags but the named skip. Forged blobs are appended to the same list.
+cc -O2 -std=c11 -Wall -Wextra -Werror -I runtime/capi/include runtime/capi/examples/admit.c \
+    target/release/libmfc.a -lpthread -ldl -lm -o target/admit-c
+list=target/capi/admit.list
+: > "$list"
+mkdir -p target/capi/lowered
+expect() { echo "$*" >> "$list"; }
+# An honest blob the device cannot verify: FFT under min separation (mfc inspect: unverifiable).
+cargo run --release -q -p mfc-compiler --bin mfc -- compile --epsilon 2 --delta 1e-6 \
+    --form fft --steps 64 --stamps 2 --epochs 2 --min-sep 16 --out target/capi/fft-min-sep.mfc \
+    >/dev/null
+target/verify-c --scale 0.5 target/capi/fft-min-sep.mfc target/capi/fft-min-sep-halved.mfc
+for blob in target/capi/{banded,blt,fft,bandmf,blt-unbounded}.mfc target/verify-*.mfc; do
+  expect "$blob" default OK VERIFIED
+  lowered=target/capi/lowered/$(basename "$blob")
+  target/verify-c --scale 0.99 "$blob" "$lowered"
+  expect "$lowered" default SENSITIVITY_UNDERSTATED
+  expect "$lowered" ALLOW_UNVERIFIED+ALLOW_UNVERIFIED_UNBOUNDED_HORIZON SENSITIVITY_UNDERSTATED
+  expect "$lowered" SKIP_VERIFICATION OK SKIPPED
+done
+for blob in target/capi/fft-min-sep{,-halved}.mfc; do
+  expect "$blob" default UNVERIFIABLE
+  expect "$blob" ALLOW_UNVERIFIED OK UNVERIFIED_SCHEMA
+  expect "$blob" SKIP_VERIFICATION OK SKIPPED
+done
+target/admit-c "$list"

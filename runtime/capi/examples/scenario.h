@@ -3,20 +3,29 @@
  * bare-metal firmware (firmware/main.c): d = 4 counters replayed from an .mfc blob of any form
  * through libmfc, with the checkpoint protocol of mfc_runtime::checkpoint and a simulated reboot.
  *
+ * Opening verifies the blob (the library's default: its recorded sensitivity is recomputed from
+ * its stored coefficients, and a blob that records less, or that cannot be verified, is refused):
+ * the stream's workspace serves as the verification's scratch, or, when it is too short for the
+ * blob (MFC_STATUS_VERIFY_SCRATCH_TOO_SMALL: a BLT bound for every horizon needs m^2 + 3m
+ * doubles), a static scratch of SCENARIO_SCRATCH_DOUBLES is lent to the open.
+ *
  * The device cold-starts epoch 1 (the counter is "persisted" before the key is derived), then
  * every step runs step -> checkpoint -> count -> emit. After half the steps it "reboots": the
  * stream is closed, its workspace poisoned with NaN, the stream reopened under the persisted
- * counter; an older checkpoint is refused as stale and the newest one restored. Every release is
+ * counter; it refuses to step before a restore (MFC_STATUS_RESTORE_REQUIRED), an older checkpoint
+ * is refused as stale and the newest one restored. Every release is
  * printed once, as `step` and the bit patterns of its f32 values, so the output equals, line for
  * line, the uninterrupted Rust replay (examples/examples/capi_reference.rs). Diagnostic lines
  * start with '#'. "Flash" and the monotonic counter are simulated in RAM.
  *
- * All memory is static and provided here: the stream object (MfcStreamStorage), the workspace and
- * two checkpoint slots, of sizes the build may set (SCENARIO_WORKSPACE_FLOATS, SCENARIO_SLOT_BYTES).
+ * All memory is static and provided here: the stream object (MfcStreamStorage), the workspace, two
+ * checkpoint slots and the verification's scratch, of sizes the build may set
+ * (SCENARIO_WORKSPACE_FLOATS, SCENARIO_SLOT_BYTES, SCENARIO_SCRATCH_DOUBLES).
  * Only freestanding headers are used, so the same code runs on a host and on bare metal.
  *
  * Returns 0 on success, 2 when the library refuses a call it should accept (e.g. a corrupted
- * blob: MFC_STATUS_INVALID_BLOB), 1 when a promise is broken (a stale checkpoint accepted).
+ * blob: MFC_STATUS_INVALID_BLOB), 1 when a promise is broken (a stale checkpoint accepted, a step
+ * before the restore or after the close).
  */
 #ifndef MFC_SCENARIO_H
 #define MFC_SCENARIO_H
@@ -33,6 +42,9 @@
 #ifndef SCENARIO_SLOT_BYTES
 #define SCENARIO_SLOT_BYTES 8192
 #endif
+#ifndef SCENARIO_SCRATCH_DOUBLES
+#define SCENARIO_SCRATCH_DOUBLES 256
+#endif
 
 /* The device's root secret. Demo only: a real device keeps a per-device secret in OTP or a secure
  * element. 32 bytes (the string's terminating NUL is the last one). */
@@ -44,6 +56,7 @@ static MfcStreamStorage scenario_storage;
 static float scenario_workspace[SCENARIO_WORKSPACE_FLOATS];
 static uint8_t scenario_newest[SCENARIO_SLOT_BYTES];
 static uint8_t scenario_older[SCENARIO_SLOT_BYTES];
+static double scenario_scratch[SCENARIO_SCRATCH_DOUBLES];
 
 /* The inputs of `step`: every third step far above the clip norm (clipped inside the library). */
 static void scenario_input(uint32_t step, float *x) {
@@ -151,7 +164,9 @@ static int scenario_refused(scenario_emit emit, const char *call, MfcStatus stat
         SCENARIO_TRY("mfc_counter_record", mfc_counter_record(&counter, stream));                  \
     } while (0)
 
-/* Opens the stream of the counter's epoch in the static storage and workspace. */
+/* Opens the stream of the counter's epoch in the static storage and workspace, verified with the
+ * library's defaults (options NULL: the workspace as scratch, MFC_VERIFY_DEFAULT_OPERATIONS); when
+ * the workspace is too short to serve as scratch, with the static scratch lent for the call. */
 static MfcStatus scenario_open(const uint8_t *blob, size_t blob_len, const MfcCounter *counter,
                                MfcStream **stream) {
     size_t floats = 0;
@@ -162,8 +177,18 @@ static MfcStatus scenario_open(const uint8_t *blob, size_t blob_len, const MfcCo
     if (floats > SCENARIO_WORKSPACE_FLOATS) {
         return MFC_STATUS_WORKSPACE_TOO_SMALL;
     }
-    return mfc_stream_open_epoch(&scenario_storage, blob, blob_len, SCENARIO_DIM,
-                                 scenario_workspace, floats, scenario_root, counter, stream);
+    status = mfc_stream_open_epoch(&scenario_storage, blob, blob_len, SCENARIO_DIM,
+                                   scenario_workspace, floats, scenario_root, counter, NULL,
+                                   stream);
+    if (status == MFC_STATUS_VERIFY_SCRATCH_TOO_SMALL) {
+        MfcOpenOptions options = {0};
+        options.scratch = scenario_scratch;
+        options.scratch_len = SCENARIO_SCRATCH_DOUBLES;
+        status = mfc_stream_open_epoch(&scenario_storage, blob, blob_len, SCENARIO_DIM,
+                                       scenario_workspace, floats, scenario_root, counter,
+                                       &options, stream);
+    }
+    return status;
 }
 
 /* Runs the scenario for min(horizon, max_steps) steps, printing through `emit`. */
@@ -184,6 +209,7 @@ static inline int run_scenario(const uint8_t *blob, size_t blob_len, uint32_t ma
         return scenario_refused(emit, "mfc_stream_checkpoint_capacity", MFC_STATUS_BUFFER_TOO_SMALL);
     }
     scenario_note(emit, "epoch ", (uint32_t)counter.epoch);
+    scenario_note(emit, "verdict (0: verified) ", (uint32_t)mfc_stream_verdict(stream));
     scenario_note(emit, "steps ", steps);
     scenario_note(emit, "checkpoint bytes at most ", (uint32_t)capacity);
     float input[SCENARIO_DIM], release[SCENARIO_DIM];
@@ -201,11 +227,22 @@ static inline int run_scenario(const uint8_t *blob, size_t blob_len, uint32_t ma
     }
 
     /* Reboot: RAM is gone (the workspace poisoned), the counter and the slots remain. */
-    mfc_stream_close(stream);
+    SCENARIO_TRY("mfc_stream_close", mfc_stream_close(stream));
     for (size_t i = 0; i < SCENARIO_WORKSPACE_FLOATS; i++) {
         scenario_workspace[i] = scenario_float(0x7fc00000u);
     }
     SCENARIO_TRY("mfc_stream_open_epoch", scenario_open(blob, blob_len, &counter, &stream));
+    /* Stepping from 0 would release the first steps again under this epoch's key. */
+    if (counter.released > 0) {
+        scenario_input(0, input);
+        MfcStatus early = mfc_stream_step(stream, input, release, SCENARIO_DIM);
+        if (early != MFC_STATUS_RESTORE_REQUIRED) {
+            scenario_note(emit, "a step before the restore was not refused: status ",
+                          (uint32_t)early);
+            return 1;
+        }
+        scenario_note(emit, "step before the restore refused: released ", counter.released);
+    }
     if (stale_after > 0) {
         MfcStatus stale = mfc_stream_restore(stream, scenario_older, SCENARIO_SLOT_BYTES, &counter);
         if (stale != MFC_STATUS_STALE_CHECKPOINT) {
@@ -234,7 +271,13 @@ static inline int run_scenario(const uint8_t *blob, size_t blob_len, uint32_t ma
         return 1;
     }
     scenario_note(emit, "done: steps released ", mfc_stream_steps_released(stream));
-    mfc_stream_close(stream);
+    SCENARIO_TRY("mfc_stream_close", mfc_stream_close(stream));
+    /* The closed handle is refused, not used. */
+    if (mfc_stream_step(stream, input, release, SCENARIO_DIM) != MFC_STATUS_STREAM_CLOSED ||
+        mfc_stream_close(stream) != MFC_STATUS_STREAM_CLOSED) {
+        scenario_note(emit, "a closed stream was used: steps ", steps);
+        return 1;
+    }
     return 0;
 }
 

@@ -12,11 +12,38 @@
 // gives the exact size).
 #define MFC_STREAM_STORAGE_WORDS 96
 
+// Admit a blob whose sensitivity could not be verified (its form or schema has no verification
+// here, the budget or the scratch is too small, or its residual too large to certify), as
+// `mfc_runtime::policy::Policy::refuse_unverifiable` set to false. The stream's
+// [`MfcVerdict`] says why. A blob whose recorded sensitivity is *below* the recomputed bound is
+// refused whatever the flags.
+#define MFC_OPEN_ALLOW_UNVERIFIED 1
+
+// With [`MFC_OPEN_ALLOW_UNVERIFIED`], also admit an unverified BLT bound for every horizon
+// (`mfc compile --horizon unbounded`), as `Policy::admit_unbounded_horizon`: such a stream
+// never stops, and one whose encoder does not decay releases with a sensitivity growing without
+// limit. A verified one needs no flag.
+#define MFC_OPEN_ALLOW_UNVERIFIED_UNBOUNDED_HORIZON 2
+
+// Do not verify at all (the verdict is `MFC_VERDICT_SKIPPED`): for a device that verified this
+// very blob once (`mfc_verify`, e.g. at provisioning, where time and scratch are plentiful) and
+// keeps it where it cannot change (write-protected flash, or a signature checked at boot). The
+// blob's CRC-32 is still checked; its sensitivity is the compiler's word.
+#define MFC_OPEN_SKIP_VERIFICATION 4
+
+// The operations (`mfc_runtime::verify::operations`) a verification may spend when the caller
+// gives 0: ten million, the budget of the README's device policy. Every blob of the CI and of
+// the README's device table needs under 10⁵; it covers a banded blob up to `n ≈ 1400` with
+// `h + 2r = 10` (`n²/2·(h + 2r)`), and bounds what a forged header can cost: well under a
+// second on a host, and minutes on a 64 MHz Cortex-M4F (2·10⁴–5·10⁴ operations a second in
+// soft-float `f64`), which should give its own boot budget.
+#define MFC_VERIFY_DEFAULT_OPERATIONS 10000000
+
 // The result of every call.
 typedef enum MfcStatus {
   // Success.
   MFC_STATUS_OK = 0,
-  // A null pointer, a misaligned one, or a length that does not fit.
+  // A null pointer, a misaligned one, a length that does not fit, or an unknown flag.
   MFC_STATUS_INVALID_ARGUMENT = 1,
   // The blob is malformed, corrupted, truncated or of another version.
   MFC_STATUS_INVALID_BLOB = 2,
@@ -52,16 +79,59 @@ typedef enum MfcStatus {
   MFC_STATUS_BUFFER_TOO_SMALL = 15,
   // A checkpoint can only be restored into a freshly opened stream.
   MFC_STATUS_STREAM_ALREADY_STARTED = 16,
-  // The blob records a sensitivity below the bound `mfc_verify` recomputed from its
-  // coefficients: its noise is too small for the privacy it claims.
+  // The blob records a sensitivity below the bound recomputed from its coefficients: its
+  // noise is too small for the privacy it claims. Refused whatever the flags.
   MFC_STATUS_SENSITIVITY_UNDERSTATED = 17,
-  // `mfc_verify` could not check the blob's sensitivity within its budget and scratch, or for
-  // its form and schema: the caller's policy decides.
+  // The blob's sensitivity cannot be verified: its form, schema or workload has no
+  // verification here, or its solved encoder cannot be certified (for a BLT bound for every
+  // horizon, also its certification exceeding the budget). `mfc_stream_open*` refuse it
+  // unless `MFC_OPEN_ALLOW_UNVERIFIED` is given.
   MFC_STATUS_UNVERIFIABLE = 18,
+  // The handle is not an open stream: it was closed, never opened, or its storage was moved
+  // or overwritten.
+  MFC_STATUS_STREAM_CLOSED = 19,
+  // The stream was opened on a counter with releases (`released > 0`): it steps only after a
+  // successful `mfc_stream_restore` of the newest checkpoint (from step 0 it would release
+  // those steps again under the same key); without one, cold-start a new epoch.
+  MFC_STATUS_RESTORE_REQUIRED = 20,
+  // The verification's scratch is shorter than `mfc_verify_scratch_len`: pass scratch in
+  // `MfcOpenOptions` (the workspace was too short to serve), or opt out by name.
+  MFC_STATUS_VERIFY_SCRATCH_TOO_SMALL = 21,
+  // The verification needs more operations than `max_operations`
+  // (`MFC_VERIFY_DEFAULT_OPERATIONS` when 0): raise it, or opt out by name.
+  MFC_STATUS_VERIFY_OVER_BUDGET = 22,
 } MfcStatus;
 
-// An opened stream: the replay of one blob, its fingerprint (for checkpoints) and the
-// addresses of what it borrows. Lives in a caller's [`MfcStreamStorage`].
+// What the verification at open concluded: `mfc_stream_verdict`.
+typedef enum MfcVerdict {
+  // The recorded sensitivity is at least the bound recomputed from the stored coefficients.
+  MFC_VERDICT_VERIFIED = 0,
+  // Opened with `MFC_OPEN_SKIP_VERIFICATION`: not checked.
+  MFC_VERDICT_SKIPPED = 1,
+  // Opened with `MFC_OPEN_ALLOW_UNVERIFIED`, not verified, for a reason this header does not
+  // name.
+  MFC_VERDICT_UNVERIFIED = 2,
+  // Not verified: the decoder form has no verification.
+  MFC_VERDICT_UNVERIFIED_FORM = 3,
+  // Not verified: the participation schema has no exact verification for this form (e.g.
+  // the FFT forms under min separation).
+  MFC_VERDICT_UNVERIFIED_SCHEMA = 4,
+  // Not verified: the workload is custom and the blob does not store it.
+  MFC_VERDICT_UNVERIFIED_WORKLOAD_NOT_STORED = 5,
+  // Not verified: it needs more operations than `max_operations`.
+  MFC_VERDICT_UNVERIFIED_OVER_BUDGET = 6,
+  // Not verified: the scratch is shorter than `mfc_verify_scratch_len`.
+  MFC_VERDICT_UNVERIFIED_SCRATCH_TOO_SMALL = 7,
+  // Not verified: the residual of the solved encoder is too large to certify, a bound is not
+  // finite, or a BLT bound for every horizon has no contracting power of its state matrix.
+  MFC_VERDICT_UNVERIFIED_ILL_CONDITIONED = 8,
+  // Null, closed or never opened: no stream.
+  MFC_VERDICT_NO_STREAM = 9,
+} MfcVerdict;
+
+// An opened stream: the replay of one blob, its fingerprint (for checkpoints), the addresses of
+// what it borrows, the verdict of its verification and the counter it was opened under. Lives
+// in a caller's [`MfcStreamStorage`]; a word of it says whether it is open. Opaque to C.
 typedef struct MfcStream MfcStream;
 
 // Memory for one stream object, provided by the caller (e.g. `static MfcStreamStorage s;`):
@@ -70,6 +140,28 @@ typedef struct MfcStreamStorage {
   // Opaque.
   uint64_t words[MFC_STREAM_STORAGE_WORDS];
 } MfcStreamStorage;
+
+// How `mfc_stream_open*` admit the blob. A null pointer, or all fields zero (`{0}`), is the
+// default: verify with [`MFC_VERIFY_DEFAULT_OPERATIONS`], the stream's own workspace as scratch,
+// and refuse what cannot be verified.
+//
+// Verification needs `mfc_verify_scratch_len` doubles of scratch. With `scratch` null the
+// library uses the stream's workspace (its 8-aligned part), which the stream does not use until
+// it is built, after the verification: enough for most blobs under single participation; when
+// it is too short, open returns `MFC_STATUS_VERIFY_SCRATCH_TOO_SMALL` and the caller passes
+// scratch here (any memory free during the call, e.g. the checkpoint slot or the stack; not the
+// blob, workspace, storage or key), or opts out by name.
+typedef struct MfcOpenOptions {
+  // `MFC_OPEN_*` flags, or 0.
+  uint32_t flags;
+  // The most operations the verification may spend; 0 for
+  // [`MFC_VERIFY_DEFAULT_OPERATIONS`], `UINT64_MAX` for no limit.
+  uint64_t max_operations;
+  // `scratch_len` writable doubles for the verification, or null for the stream's workspace.
+  double *scratch;
+  // Doubles at `scratch` (0 when it is null).
+  size_t scratch_len;
+} MfcOpenOptions;
 
 // The release counter a device keeps in monotonic, durable storage (`mfc_runtime::checkpoint`,
 // "The rules"): the epoch of the current key and the steps of that epoch's stream that may
@@ -98,12 +190,25 @@ enum MfcStatus mfc_workspace_len(const uint8_t *blob, size_t blob_len, size_t di
 
 // Opens a stream of dimension `dim` over the blob (any form), with the noise multiplier it
 // records and ChaCha20 noise keyed by the 32 bytes at `seed`, built in `*storage`; writes its
-// handle to `*out`. On error nothing is written.
+// handle to `*out`. On error nothing is written (the workspace, serving as the verification's
+// scratch, excepted).
+//
+// First the device's policy (`mfc_runtime::policy::admit`) verifies the blob's recorded
+// sensitivity against the bound recomputed from its stored coefficients, as `options` says
+// (null: the defaults of `MfcOpenOptions`): `MFC_STATUS_SENSITIVITY_UNDERSTATED` when it
+// records less (whatever the flags); when it cannot be verified, `MFC_STATUS_UNVERIFIABLE`
+// (its form, schema or conditioning), `MFC_STATUS_VERIFY_SCRATCH_TOO_SMALL` (pass scratch) or
+// `MFC_STATUS_VERIFY_OVER_BUDGET` (raise `max_operations`), unless `MFC_OPEN_ALLOW_UNVERIFIED`
+// is set; then the stream opens and `mfc_stream_verdict` says why it is unverified. A caller's
+// `options->scratch` must not overlap the blob, workspace, storage, `seed` or `*out`
+// (`MFC_STATUS_OVERLAP`).
 //
 // # Safety
 // `storage` must point to a writable `MfcStreamStorage`; `blob` (`blob_len` bytes), `workspace`
 // (`workspace_len` floats) and `storage` must stay valid, unmoved and otherwise unused until
-// `mfc_stream_close`; `seed` must point to 32 readable bytes and `out` to a writable pointer.
+// `mfc_stream_close`; `seed` must point to 32 readable bytes, `options` be null or point to a
+// readable `MfcOpenOptions` (its `scratch` to `scratch_len` writable doubles, or null), and
+// `out` to a writable pointer.
 enum MfcStatus mfc_stream_open(struct MfcStreamStorage *storage,
                                const uint8_t *blob,
                                size_t blob_len,
@@ -111,12 +216,16 @@ enum MfcStatus mfc_stream_open(struct MfcStreamStorage *storage,
                                float *workspace,
                                size_t workspace_len,
                                const uint8_t *seed,
+                               const struct MfcOpenOptions *options,
                                struct MfcStream **out);
 
 // [`mfc_stream_open`] keyed for the checkpoint protocol: ChaCha20 keyed by the epoch key of
 // the 32-byte device `root` secret and `counter->epoch` (`mfc_runtime::checkpoint::stream_key`).
 // Refuses epoch 0 (`MFC_STATUS_REFUSED`: call `mfc_counter_cold_start` and persist the counter
-// first) and an all-zero root (`MFC_STATUS_WEAK_SEED`).
+// first) and an all-zero root (`MFC_STATUS_WEAK_SEED`). On a counter with releases
+// (`counter->released > 0`, after a reboot) the stream refuses to step
+// (`MFC_STATUS_RESTORE_REQUIRED`) until `mfc_stream_restore` loads a checkpoint at least that
+// far; without one, cold-start a new epoch and open again.
 //
 // # Safety
 // As [`mfc_stream_open`], with `root` 32 readable bytes and `counter` a readable `MfcCounter`.
@@ -128,7 +237,16 @@ enum MfcStatus mfc_stream_open_epoch(struct MfcStreamStorage *storage,
                                      size_t workspace_len,
                                      const uint8_t *root,
                                      const struct MfcCounter *counter,
+                                     const struct MfcOpenOptions *options,
                                      struct MfcStream **out);
+
+// What the verification at open concluded for this stream (`MFC_VERDICT_NO_STREAM` for a null,
+// closed or never-opened one): verified, skipped by `MFC_OPEN_SKIP_VERIFICATION`, or admitted
+// unverified by `MFC_OPEN_ALLOW_UNVERIFIED`, and why.
+//
+// # Safety
+// `stream` must be null or point to a `MfcStreamStorage` (open, closed or never opened).
+enum MfcVerdict mfc_stream_verdict(const struct MfcStream *stream);
 
 // Consumes `input` (`dim` floats, the whole row, clipped to the blob's ζ) and writes this
 // step's release (the private prefix sum) into `release` (`dim` floats). On error nothing
@@ -136,10 +254,12 @@ enum MfcStatus mfc_stream_open_epoch(struct MfcStreamStorage *storage,
 //
 // `input` and `release` must be two separate buffers, neither inside the stream object or its
 // workspace (nor `release` inside the blob): a step that would alias them is refused with
-// `MFC_STATUS_OVERLAP` (to release in place, copy the input first).
+// `MFC_STATUS_OVERLAP` (to release in place, copy the input first). A stream opened on a
+// counter with releases steps only after a restore (`MFC_STATUS_RESTORE_REQUIRED`); a closed
+// one not at all (`MFC_STATUS_STREAM_CLOSED`).
 //
 // # Safety
-// `stream` must come from `mfc_stream_open*` and not be closed; `input` and `release` must
+// `stream` must come from `mfc_stream_open*` (closed or not); `input` and `release` must
 // point to `dim` readable and writable floats.
 enum MfcStatus mfc_stream_step(struct MfcStream *stream,
                                const float *input,
@@ -148,9 +268,9 @@ enum MfcStatus mfc_stream_step(struct MfcStream *stream,
 
 // A training step: `examples_len` floats, whole rows of `dim`, each clipped to ζ by itself and
 // summed (one example moves the releases by at most ζ); writes the release into `release`
-// (`dim` floats). Buffers as [`mfc_stream_step`]; on error nothing changes. A step with no
-// examples (`examples_len` 0) releases the noise alone, and still needs a non-null, aligned
-// `examples` (`NULL` is `MFC_STATUS_INVALID_ARGUMENT`).
+// (`dim` floats). Buffers and refusals as [`mfc_stream_step`]; on error nothing changes. A step
+// with no examples (`examples_len` 0) releases the noise alone, and still needs a non-null,
+// aligned `examples` (`NULL` is `MFC_STATUS_INVALID_ARGUMENT`).
 //
 // # Safety
 // As [`mfc_stream_step`], with `examples` valid for `examples_len` reads.
@@ -160,22 +280,22 @@ enum MfcStatus mfc_stream_step_examples(struct MfcStream *stream,
                                         float *release,
                                         size_t dim);
 
-// Steps released so far (0 for a null stream).
+// Steps released so far (0 for a null, closed or never-opened stream).
 //
 // # Safety
-// `stream` must be null or come from `mfc_stream_open*` and not be closed.
+// `stream` must be null or point to a `MfcStreamStorage` (open, closed or never opened).
 uint32_t mfc_stream_steps_released(const struct MfcStream *stream);
 
-// The horizon the blob's sensitivity covers (0 for a null stream).
+// The horizon the blob's sensitivity covers (0 for a null, closed or never-opened stream).
 //
 // # Safety
-// `stream` must be null or come from `mfc_stream_open*` and not be closed.
+// `stream` must be null or point to a `MfcStreamStorage` (open, closed or never opened).
 uint32_t mfc_stream_horizon(const struct MfcStream *stream);
 
-// Bytes a checkpoint of this stream may need (0 for a null stream).
+// Bytes a checkpoint of this stream may need (0 for a null, closed or never-opened stream).
 //
 // # Safety
-// `stream` must be null or come from `mfc_stream_open*` and not be closed.
+// `stream` must be null or point to a `MfcStreamStorage` (open, closed or never opened).
 size_t mfc_stream_checkpoint_capacity(const struct MfcStream *stream);
 
 // Writes the stream's state, bound to its blob, dimension, noise scale and `counter->epoch`,
@@ -183,10 +303,10 @@ size_t mfc_stream_checkpoint_capacity(const struct MfcStream *stream);
 // `mfc_stream_step` and persist it before `mfc_counter_record`. Refused: a stream behind the
 // counter (`MFC_STATUS_STALE_CHECKPOINT`), a short buffer (`MFC_STATUS_BUFFER_TOO_SMALL`), an
 // `out` or `written` overlapping the stream object, its workspace or its blob, or each other
-// (`MFC_STATUS_OVERLAP`).
+// (`MFC_STATUS_OVERLAP`), a closed stream (`MFC_STATUS_STREAM_CLOSED`).
 //
 // # Safety
-// `stream` must come from `mfc_stream_open*` and not be closed; `counter` a readable
+// `stream` must come from `mfc_stream_open*` (closed or not); `counter` a readable
 // `MfcCounter`; `out` writable for `out_len` bytes; `written` a writable `size_t`.
 enum MfcStatus mfc_stream_checkpoint(const struct MfcStream *stream,
                                      const struct MfcCounter *counter,
@@ -197,13 +317,14 @@ enum MfcStatus mfc_stream_checkpoint(const struct MfcStream *stream,
 // Loads a checkpoint (`len` bytes; a whole flash slot may be passed) into a freshly opened
 // stream of the same blob, dimension and epoch key; from then on it releases exactly what the
 // uninterrupted stream would have. Refused, the stream still fresh: a stale checkpoint
-// (`MFC_STATUS_STALE_CHECKPOINT`), one of another stream or epoch
+// (`MFC_STATUS_STALE_CHECKPOINT`: behind `counter->released`, or behind the counter an
+// `mfc_stream_open_epoch` stream was opened under), one of another stream or epoch
 // (`MFC_STATUS_CHECKPOINT_MISMATCH`), a damaged one (`MFC_STATUS_MALFORMED_CHECKPOINT`), a
 // started stream (`MFC_STATUS_STREAM_ALREADY_STARTED`), a checkpoint overlapping the stream
-// object or its workspace (`MFC_STATUS_OVERLAP`).
+// object or its workspace (`MFC_STATUS_OVERLAP`), a closed stream (`MFC_STATUS_STREAM_CLOSED`).
 //
 // # Safety
-// `stream` must come from `mfc_stream_open*` and not be closed; `checkpoint` readable for
+// `stream` must come from `mfc_stream_open*` (closed or not); `checkpoint` readable for
 // `len` bytes; `counter` a readable `MfcCounter`.
 enum MfcStatus mfc_stream_restore(struct MfcStream *stream,
                                   const uint8_t *checkpoint,
@@ -219,35 +340,43 @@ enum MfcStatus mfc_counter_cold_start(struct MfcCounter *counter);
 
 // Records that `stream`'s latest step is about to be released: `counter->released` becomes
 // its steps released. Persist the counter after the checkpoint and before the release leaves
-// the device. `MFC_STATUS_STALE_CHECKPOINT` (counter untouched) for a stream behind it.
+// the device. `MFC_STATUS_STALE_CHECKPOINT` (counter untouched) for a stream behind it,
+// `MFC_STATUS_STREAM_CLOSED` for a closed one.
 //
 // # Safety
 // `counter` must point to a readable and writable `MfcCounter`; `stream` come from
-// `mfc_stream_open*` and not be closed.
+// `mfc_stream_open*` (closed or not).
 enum MfcStatus mfc_counter_record(struct MfcCounter *counter, const struct MfcStream *stream);
 
-// Closes a stream (null is accepted): its storage, blob and workspace may be reused afterwards.
+// Closes a stream: its storage, blob and workspace may be reused afterwards, and the handle is
+// refused from then on (`MFC_STATUS_STREAM_CLOSED`). Null is accepted (`MFC_STATUS_OK`); a
+// closed or never-opened stream is refused (`MFC_STATUS_STREAM_CLOSED`), nothing done.
 //
 // # Safety
-// `stream` must be null or come from `mfc_stream_open*`, and not be used again.
-void mfc_stream_close(struct MfcStream *stream);
+// `stream` must be null or point to a `MfcStreamStorage` (open, closed or never opened).
+enum MfcStatus mfc_stream_close(struct MfcStream *stream);
 
-// The `double`s of scratch `mfc_verify` needs for this blob, written to `*out`.
+// The `double`s of scratch `mfc_verify` (and the verification of `mfc_stream_open*`) needs for
+// this blob, written to `*out`.
 //
 // # Safety
 // `blob` must point to `blob_len` readable bytes and `out` to a writable `size_t`.
 enum MfcStatus mfc_verify_scratch_len(const uint8_t *blob, size_t blob_len, size_t *out);
 
 // Recomputes the blob's sensitivity from its stored coefficients, with at most
-// `max_operations` operations and `scratch` (`scratch_len` doubles, see
-// `mfc_verify_scratch_len`). Returns `MFC_STATUS_OK` and writes the bound to `*bound` when the
-// recorded sensitivity is at least the bound, `MFC_STATUS_SENSITIVITY_UNDERSTATED` when it is
-// below (refuse the blob), and `MFC_STATUS_UNVERIFIABLE` when the bound could not be computed
-// (the caller's policy decides). `bound` may be null.
+// `max_operations` operations (0: `MFC_VERIFY_DEFAULT_OPERATIONS`, `UINT64_MAX`: no limit) and
+// `scratch` (`scratch_len` doubles, see `mfc_verify_scratch_len`). Returns `MFC_STATUS_OK` and
+// writes the bound to `*bound` when the recorded sensitivity is at least the bound,
+// `MFC_STATUS_SENSITIVITY_UNDERSTATED` when it is below (refuse the blob), and when the bound
+// could not be computed (the caller's policy decides): `MFC_STATUS_VERIFY_SCRATCH_TOO_SMALL`,
+// `MFC_STATUS_VERIFY_OVER_BUDGET`, or `MFC_STATUS_UNVERIFIABLE` (the form, schema or
+// conditioning of the blob). `bound` may be null. `scratch`, `bound` and the blob must not
+// share memory (`MFC_STATUS_OVERLAP`); `scratch` and `bound` must be aligned for `double`
+// (`MFC_STATUS_INVALID_ARGUMENT`).
 //
 // # Safety
 // `blob` must point to `blob_len` readable bytes, `scratch` to `scratch_len` writable doubles
-// (or be null with `scratch_len` 0) not overlapping the blob, and `bound` be null or writable.
+// (or be null with `scratch_len` 0), and `bound` be null or writable.
 enum MfcStatus mfc_verify(const uint8_t *blob,
                           size_t blob_len,
                           double *scratch,

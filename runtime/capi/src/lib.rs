@@ -12,6 +12,18 @@
 //! thumbv7em-none-eabihf`), where it brings its own panic handler (an endless loop, never reached:
 //! the runtime does not panic).
 //!
+//! **Opening verifies.** [`mfc_stream_open`] and [`mfc_stream_open_epoch`] run the device's
+//! policy (`mfc_runtime::policy::admit`) before building the stream: the blob's sensitivity is
+//! recomputed from its stored coefficients, within a budget of operations and with `f64` scratch
+//! ([`MfcOpenOptions`]; by default [`MFC_VERIFY_DEFAULT_OPERATIONS`] and the stream's own
+//! workspace, not yet in use), and a blob recording less is refused
+//! (`MFC_STATUS_SENSITIVITY_UNDERSTATED`); one that cannot be verified is refused
+//! (`MFC_STATUS_UNVERIFIABLE`, or `MFC_STATUS_VERIFY_SCRATCH_TOO_SMALL` /
+//! `MFC_STATUS_VERIFY_OVER_BUDGET` when the caller's scratch or budget is what falls short)
+//! unless the caller opts in by name ([`MFC_OPEN_ALLOW_UNVERIFIED`]); a device that verified the
+//! blob once at provisioning may skip it by name ([`MFC_OPEN_SKIP_VERIFICATION`]). What was
+//! concluded stays on the stream ([`mfc_stream_verdict`]).
+//!
 //! Every function returns an [`MfcStatus`]; on any error the stream is unchanged (the runtime's
 //! guarantee). A stream is keyed either by a 32-byte secret seed ([`mfc_stream_open`]) or, on a
 //! device that checkpoints, by the epoch key of a root secret and an [`MfcCounter`]
@@ -19,14 +31,18 @@
 //! ([`mfc_counter_cold_start`]) persisted before the key is derived; every step
 //! *step → [`mfc_stream_checkpoint`] → [`mfc_counter_record`] → emit*; after a reboot
 //! [`mfc_stream_restore`] into a freshly opened stream, which refuses stale checkpoints and those
-//! of another epoch, key, blob or dimension. An all-zero seed or root is refused.
+//! of another epoch, key, blob or dimension. A stream opened on a counter that has releases does
+//! not step until such a restore (`MFC_STATUS_RESTORE_REQUIRED`): from step 0 it would release
+//! those steps again under the same epoch key. An all-zero seed or root is refused.
 //!
 //! This is the only crate of mfc with `unsafe` code: the C ABI hands over raw pointers. Every
 //! pointer is checked for null and alignment, and every length comes from the caller with the
 //! data it describes. Rust slices must not alias a mutable one, so a call whose buffers would
 //! overlap the stream object, its workspace or (for anything written) its blob, or each other,
 //! is refused with `MFC_STATUS_OVERLAP`, nothing changed: what would be undefined behaviour in
-//! the Rust runtime is a status in C.
+//! the Rust runtime is a status in C. The stream object holds an open/closed word (the
+//! storage's address mixed with a constant): a handle that was closed, never opened, or whose
+//! storage was moved or overwritten is refused (`MFC_STATUS_STREAM_CLOSED`) rather than used.
 #![no_std]
 #![allow(unsafe_code)]
 
@@ -39,13 +55,19 @@ use core::mem::{align_of, size_of};
 
 use mfc_runtime::{BlobFingerprint, ChaChaNoise, Error, ReleaseCounter, Replay, epoch_noise};
 
+pub use verify::{
+    MFC_OPEN_ALLOW_UNVERIFIED, MFC_OPEN_ALLOW_UNVERIFIED_UNBOUNDED_HORIZON,
+    MFC_OPEN_SKIP_VERIFICATION, MFC_VERIFY_DEFAULT_OPERATIONS, MfcOpenOptions, MfcVerdict,
+    mfc_verify, mfc_verify_scratch_len,
+};
+
 /// The result of every call.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MfcStatus {
     /// Success.
     Ok = 0,
-    /// A null pointer, a misaligned one, or a length that does not fit.
+    /// A null pointer, a misaligned one, a length that does not fit, or an unknown flag.
     InvalidArgument = 1,
     /// The blob is malformed, corrupted, truncated or of another version.
     InvalidBlob = 2,
@@ -81,12 +103,27 @@ pub enum MfcStatus {
     BufferTooSmall = 15,
     /// A checkpoint can only be restored into a freshly opened stream.
     StreamAlreadyStarted = 16,
-    /// The blob records a sensitivity below the bound `mfc_verify` recomputed from its
-    /// coefficients: its noise is too small for the privacy it claims.
+    /// The blob records a sensitivity below the bound recomputed from its coefficients: its
+    /// noise is too small for the privacy it claims. Refused whatever the flags.
     SensitivityUnderstated = 17,
-    /// `mfc_verify` could not check the blob's sensitivity within its budget and scratch, or for
-    /// its form and schema: the caller's policy decides.
+    /// The blob's sensitivity cannot be verified: its form, schema or workload has no
+    /// verification here, or its solved encoder cannot be certified (for a BLT bound for every
+    /// horizon, also its certification exceeding the budget). `mfc_stream_open*` refuse it
+    /// unless `MFC_OPEN_ALLOW_UNVERIFIED` is given.
     Unverifiable = 18,
+    /// The handle is not an open stream: it was closed, never opened, or its storage was moved
+    /// or overwritten.
+    StreamClosed = 19,
+    /// The stream was opened on a counter with releases (`released > 0`): it steps only after a
+    /// successful `mfc_stream_restore` of the newest checkpoint (from step 0 it would release
+    /// those steps again under the same key); without one, cold-start a new epoch.
+    RestoreRequired = 20,
+    /// The verification's scratch is shorter than `mfc_verify_scratch_len`: pass scratch in
+    /// `MfcOpenOptions` (the workspace was too short to serve), or opt out by name.
+    VerifyScratchTooSmall = 21,
+    /// The verification needs more operations than `max_operations`
+    /// (`MFC_VERIFY_DEFAULT_OPERATIONS` when 0): raise it, or opt out by name.
+    VerifyOverBudget = 22,
 }
 
 impl From<Error> for MfcStatus {
@@ -112,6 +149,7 @@ impl From<Error> for MfcStatus {
             Error::CheckpointBufferTooSmall { .. } => MfcStatus::BufferTooSmall,
             Error::StreamAlreadyStarted => MfcStatus::StreamAlreadyStarted,
             Error::SensitivityUnderstated { .. } => MfcStatus::SensitivityUnderstated,
+            Error::SensitivityUnverified => MfcStatus::Unverifiable,
             _ => MfcStatus::Refused,
         }
     }
@@ -141,9 +179,24 @@ impl MfcCounter {
     }
 }
 
-/// An opened stream: the replay of one blob, its fingerprint (for checkpoints) and the
-/// addresses of what it borrows. Lives in a caller's [`MfcStreamStorage`].
+/// The open/closed word of an open stream is this constant mixed (xor) with the stream's
+/// address: a zeroed or closed storage, garbage, or a copy of an open stream elsewhere does not
+/// hold it (garbage only by a 2⁻⁶⁴ chance).
+const OPEN: u64 = 0x6d66_635f_6f70_656e; // "mfc_open"
+/// The open/closed word [`mfc_stream_close`] leaves behind.
+const CLOSED: u64 = 0x6d66_635f_636c_6f73; // "mfc_clos"
+
+/// The open/closed word of a stream open at `stream`.
+fn open_word(stream: *const MfcStream) -> u64 {
+    OPEN ^ stream as usize as u64
+}
+
+/// An opened stream: the replay of one blob, its fingerprint (for checkpoints), the addresses of
+/// what it borrows, the verdict of its verification and the counter it was opened under. Lives
+/// in a caller's [`MfcStreamStorage`]; a word of it says whether it is open. Opaque to C.
 pub struct MfcStream {
+    /// [`open_word`] of the stream's address while it is open, [`CLOSED`] after.
+    generation: u64,
     replay: Replay<'static, ChaChaNoise>,
     fingerprint: BlobFingerprint<'static>,
     /// The addresses of the blob, the workspace and this object, which the buffers of a call
@@ -151,6 +204,11 @@ pub struct MfcStream {
     blob: Span,
     workspace: Span,
     storage: Span,
+    /// What the verification at open concluded.
+    verdict: MfcVerdict,
+    /// For [`mfc_stream_open_epoch`], the counter it was opened under: the stream steps only
+    /// once it is not behind `released` (a restore), and never restores behind it.
+    opened_under: Option<MfcCounter>,
 }
 
 /// 8-byte words of [`MfcStreamStorage`]: enough for an [`MfcStream`] of any form on 32- and
@@ -188,6 +246,15 @@ impl Span {
         })
     }
 
+    /// The span of a slice of bytes.
+    fn of_bytes(bytes: &[u8]) -> Self {
+        let start = bytes.as_ptr() as usize;
+        Self {
+            start,
+            end: start + bytes.len(),
+        }
+    }
+
     /// Whether the two spans share a byte (empty spans share none).
     fn overlaps(self, other: Span) -> bool {
         self.start < self.end
@@ -203,6 +270,48 @@ unsafe fn bytes<'a>(ptr: *const u8, len: usize) -> Option<&'a [u8]> {
     Span::of(ptr, len)?;
     // SAFETY: non-null and valid for `len` bytes by the caller's contract; the size fits isize.
     (!ptr.is_null()).then(|| unsafe { core::slice::from_raw_parts(ptr, len) })
+}
+
+/// # Safety
+/// `ptr` must be null or point to a readable `T`.
+unsafe fn read<T: Copy>(ptr: *const T) -> Option<T> {
+    if ptr.is_null() || !ptr.is_aligned() {
+        return None;
+    }
+    // SAFETY: non-null, aligned and readable by the caller's contract.
+    Some(unsafe { ptr.read() })
+}
+
+/// `Ok` when `stream` is an open stream: non-null, aligned, and its open/closed word says open
+/// at this address; else `MFC_STATUS_INVALID_ARGUMENT` or `MFC_STATUS_STREAM_CLOSED`.
+///
+/// # Safety
+/// `stream` must be null or point to readable memory of `sizeof(MfcStreamStorage)` bytes (an
+/// open, closed or never-opened storage).
+unsafe fn check_open(stream: *const MfcStream) -> Result<(), MfcStatus> {
+    if stream.is_null() || !stream.is_aligned() {
+        return Err(MfcStatus::InvalidArgument);
+    }
+    // SAFETY: non-null, aligned and readable (the caller's contract); only the first word is
+    // read, through the raw pointer (no reference to a stream that may not be there). Volatile:
+    // the compiler may not assume what a closed storage holds.
+    let word = unsafe { core::ptr::addr_of!((*stream).generation).read_volatile() };
+    if word == open_word(stream) {
+        Ok(())
+    } else {
+        Err(MfcStatus::StreamClosed)
+    }
+}
+
+/// The open stream at `stream`, if it is one ([`check_open`]).
+///
+/// # Safety
+/// As [`check_open`]; an open stream must not be mutated during the returned lifetime.
+unsafe fn stream_ref<'a>(stream: *const MfcStream) -> Result<&'a MfcStream, MfcStatus> {
+    // SAFETY: the caller's contract above.
+    unsafe { check_open(stream) }?;
+    // SAFETY: open (checked), so built by `mfc_stream_open*` at this address and not closed.
+    Ok(unsafe { &*stream })
 }
 
 /// Bytes of an [`MfcStream`] object on this target (at most `sizeof(MfcStreamStorage)`).
@@ -223,12 +332,15 @@ pub unsafe extern "C" fn mfc_workspace_len(
     dim: usize,
     out: *mut usize,
 ) -> MfcStatus {
-    // SAFETY: the caller's contract above.
-    let (Some(blob), false) = (unsafe { bytes(blob, blob_len) }, out.is_null()) else {
+    // SAFETY: the caller's contract.
+    let Some(blob) = (unsafe { bytes(blob, blob_len) }) else {
         return MfcStatus::InvalidArgument;
     };
-    if (out as usize) % align_of::<usize>() != 0 {
+    let Some(out_span) = Span::of(out.cast_const(), 1).filter(|_| !out.is_null()) else {
         return MfcStatus::InvalidArgument;
+    };
+    if out_span.overlaps(Span::of_bytes(blob)) {
+        return MfcStatus::Overlap;
     }
     let mechanism = match mfc_runtime::Mechanism::from_bytes(blob) {
         Ok(m) => m,
@@ -236,7 +348,8 @@ pub unsafe extern "C" fn mfc_workspace_len(
     };
     match Replay::workspace_len(&mechanism, dim) {
         Ok(len) => {
-            // SAFETY: `out` is non-null, aligned and writable by the caller's contract.
+            // SAFETY: non-null, aligned (`Span::of`), writable by the caller's contract, not in
+            // the blob (checked), which is no longer read.
             unsafe { out.write(len) };
             MfcStatus::Ok
         }
@@ -244,13 +357,41 @@ pub unsafe extern "C" fn mfc_workspace_len(
     }
 }
 
-/// The key of a stream: a seed, or a root secret and a counter's epoch.
-enum Key<'a> {
-    Seed(&'a [u8]),
-    Epoch(&'a [u8], MfcCounter),
+/// The key of a stream: a seed, or a root secret and a counter's epoch, read (copied) with the
+/// spans they were read from.
+enum Key {
+    Seed([u8; 32]),
+    Epoch([u8; 32], MfcCounter),
 }
 
-/// What `mfc_stream_open` and `mfc_stream_open_epoch` share.
+/// The verification scratch of an open: the caller's, or the stream's workspace (before the
+/// stream uses it).
+///
+/// # Safety
+/// `options.scratch` valid for `options.scratch_len` doubles (checked: non-null, aligned, size)
+/// or null; `workspace` valid for `workspace_len` floats; neither aliased during the returned
+/// lifetime.
+unsafe fn scratch<'a>(
+    options: &MfcOpenOptions,
+    (workspace, workspace_len): (*mut f32, usize),
+) -> &'a mut [f64] {
+    if !options.scratch.is_null() {
+        // SAFETY: the caller's contract above.
+        return unsafe { core::slice::from_raw_parts_mut(options.scratch, options.scratch_len) };
+    }
+    // The workspace's 8-aligned part, as doubles.
+    let skip = workspace.cast::<u8>().align_offset(align_of::<f64>()) / size_of::<f32>();
+    let doubles = workspace_len.saturating_sub(skip) / 2;
+    if doubles == 0 {
+        return &mut [];
+    }
+    // SAFETY: `skip` floats in, 8-aligned, `doubles` doubles end inside the workspace's
+    // `workspace_len` floats, which are valid and unaliased (the caller's contract).
+    unsafe { core::slice::from_raw_parts_mut(workspace.add(skip).cast::<f64>(), doubles) }
+}
+
+/// What `mfc_stream_open` and `mfc_stream_open_epoch` share. `key_spans` are where the seed (or
+/// root) and the counter were read from, which a caller's scratch must not overlap.
 ///
 /// # Safety
 /// As [`mfc_stream_open`], with `key` already read.
@@ -259,7 +400,8 @@ unsafe fn open(
     (blob, blob_len): (*const u8, usize),
     dim: usize,
     (workspace, workspace_len): (*mut f32, usize),
-    key: Key<'_>,
+    (key, key_spans): (Key, [Option<Span>; 2]),
+    options: *const MfcOpenOptions,
     out: *mut *mut MfcStream,
 ) -> MfcStatus {
     // SAFETY: the caller's contract: the blob stays valid until the stream is closed, which is
@@ -274,14 +416,31 @@ unsafe fn open(
     ) else {
         return MfcStatus::InvalidArgument;
     };
-    if workspace.is_null() || storage.is_null() || out.is_null() {
+    if workspace.is_null() || storage.is_null() || out.is_null() || !out.is_aligned() {
         return MfcStatus::InvalidArgument;
     }
-    if (out as usize) % align_of::<*mut MfcStream>() != 0 {
+    let options = if options.is_null() {
+        MfcOpenOptions::DEFAULT
+    } else {
+        // SAFETY: a readable `MfcOpenOptions` by the caller's contract (alignment checked).
+        let Some(options) = (unsafe { read(options) }) else {
+            return MfcStatus::InvalidArgument;
+        };
+        options
+    };
+    let Some(flags) = options.flags() else {
+        return MfcStatus::InvalidArgument;
+    };
+    let Some(scratch_span) = Span::of(options.scratch.cast_const(), options.scratch_len) else {
+        return MfcStatus::InvalidArgument;
+    };
+    if options.scratch.is_null() && options.scratch_len != 0 {
         return MfcStatus::InvalidArgument;
     }
     // `*out` is written after the stream is built: it must not land in the stream object, its
-    // workspace or its blob (which are validated before it would be overwritten).
+    // workspace or its blob (which are validated before it would be overwritten). The caller's
+    // scratch is written while the blob is read and before the stream is built, after the key
+    // was read: it must overlap none of them.
     let out_span = Span::of(out.cast_const(), 1);
     if workspace_span.overlaps(blob_span)
         || storage_span.overlaps(blob_span)
@@ -289,20 +448,17 @@ unsafe fn open(
         || out_span.is_none_or(|o| {
             o.overlaps(blob_span) || o.overlaps(workspace_span) || o.overlaps(storage_span)
         })
+        || [blob_span, workspace_span, storage_span]
+            .into_iter()
+            .chain(out_span)
+            .chain(key_spans.into_iter().flatten())
+            .any(|s| s.overlaps(scratch_span))
     {
         return MfcStatus::Overlap;
     }
-    let noise = match key {
-        Key::Seed(seed) => {
-            let mut k = [0u8; 32];
-            k.copy_from_slice(seed);
-            ChaChaNoise::from_seed(k)
-        }
-        Key::Epoch(root, counter) => {
-            let mut r = [0u8; 32];
-            r.copy_from_slice(root);
-            epoch_noise(&r, &counter.get())
-        }
+    let (noise, opened_under) = match key {
+        Key::Seed(seed) => (ChaChaNoise::from_seed(seed), None),
+        Key::Epoch(root, counter) => (epoch_noise(&root, &counter.get()), Some(counter)),
     };
     let noise = match noise {
         Ok(noise) => noise,
@@ -312,9 +468,28 @@ unsafe fn open(
         Ok(loaded) => loaded,
         Err(e) => return e.into(),
     };
+    // What the stream would refuse anyway is refused before the verification spends anything.
+    match Replay::workspace_len(&mechanism, dim) {
+        Ok(needed) if needed > workspace_len => return MfcStatus::WorkspaceTooSmall,
+        Ok(_) => {}
+        Err(e) => return e.into(),
+    }
+    if mechanism.header.calibration.is_none() {
+        return MfcStatus::NotCalibrated;
+    }
+    let verdict = {
+        // SAFETY: the caller's scratch is checked (non-null, aligned, size) and disjoint from
+        // everything else of the call; the workspace is valid, exclusively, by the caller's
+        // contract, and not yet borrowed by a stream. The slice ends with this block.
+        let scratch = unsafe { scratch(&options, (workspace, workspace_len)) };
+        match verify::admit(&mechanism, flags, scratch, options.max_operations()) {
+            Ok(verdict) => verdict,
+            Err(status) => return status,
+        }
+    };
     // SAFETY: `workspace` is valid for `workspace_len` floats, exclusively, until the stream is
     // closed (the caller's contract), which is the `'static` the stream is given here; aligned
-    // and of a size that fits `isize` (`Span::of`).
+    // and of a size that fits `isize` (`Span::of`). The scratch borrowed from it has ended.
     let workspace: &'static mut [f32] =
         unsafe { core::slice::from_raw_parts_mut(workspace, workspace_len) };
     match Replay::open(mechanism, dim, workspace, noise) {
@@ -329,15 +504,17 @@ unsafe fn open(
             let stream = storage.cast::<MfcStream>();
             // SAFETY: `storage` is non-null, 8-aligned (`Span::of`), writable for
             // `sizeof(MfcStreamStorage)` bytes by the caller's contract, which holds an
-            // `MfcStream` (the assertion beside `MFC_STREAM_STORAGE_WORDS`); `out` is non-null,
-            // aligned and writable.
+            // `MfcStream` (the assertion above); `out` is non-null, aligned and writable.
             unsafe {
                 stream.write(MfcStream {
+                    generation: open_word(stream),
                     replay,
                     fingerprint,
                     blob: blob_span,
                     workspace: workspace_span,
                     storage: storage_span,
+                    verdict,
+                    opened_under,
                 });
                 out.write(stream);
             }
@@ -349,12 +526,25 @@ unsafe fn open(
 
 /// Opens a stream of dimension `dim` over the blob (any form), with the noise multiplier it
 /// records and ChaCha20 noise keyed by the 32 bytes at `seed`, built in `*storage`; writes its
-/// handle to `*out`. On error nothing is written.
+/// handle to `*out`. On error nothing is written (the workspace, serving as the verification's
+/// scratch, excepted).
+///
+/// First the device's policy (`mfc_runtime::policy::admit`) verifies the blob's recorded
+/// sensitivity against the bound recomputed from its stored coefficients, as `options` says
+/// (null: the defaults of `MfcOpenOptions`): `MFC_STATUS_SENSITIVITY_UNDERSTATED` when it
+/// records less (whatever the flags); when it cannot be verified, `MFC_STATUS_UNVERIFIABLE`
+/// (its form, schema or conditioning), `MFC_STATUS_VERIFY_SCRATCH_TOO_SMALL` (pass scratch) or
+/// `MFC_STATUS_VERIFY_OVER_BUDGET` (raise `max_operations`), unless `MFC_OPEN_ALLOW_UNVERIFIED`
+/// is set; then the stream opens and `mfc_stream_verdict` says why it is unverified. A caller's
+/// `options->scratch` must not overlap the blob, workspace, storage, `seed` or `*out`
+/// (`MFC_STATUS_OVERLAP`).
 ///
 /// # Safety
 /// `storage` must point to a writable `MfcStreamStorage`; `blob` (`blob_len` bytes), `workspace`
 /// (`workspace_len` floats) and `storage` must stay valid, unmoved and otherwise unused until
-/// `mfc_stream_close`; `seed` must point to 32 readable bytes and `out` to a writable pointer.
+/// `mfc_stream_close`; `seed` must point to 32 readable bytes, `options` be null or point to a
+/// readable `MfcOpenOptions` (its `scratch` to `scratch_len` writable doubles, or null), and
+/// `out` to a writable pointer.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mfc_stream_open(
     storage: *mut MfcStreamStorage,
@@ -364,13 +554,16 @@ pub unsafe extern "C" fn mfc_stream_open(
     workspace: *mut f32,
     workspace_len: usize,
     seed: *const u8,
+    options: *const MfcOpenOptions,
     out: *mut *mut MfcStream,
 ) -> MfcStatus {
     // SAFETY: 32 readable bytes by the caller's contract.
     let Some(seed) = (unsafe { bytes(seed, 32) }) else {
         return MfcStatus::InvalidArgument;
     };
-    let key = Key::Seed(seed);
+    let mut key = [0u8; 32];
+    key.copy_from_slice(seed);
+    let spans = [Some(Span::of_bytes(seed)), None];
     // SAFETY: the caller's contract above.
     unsafe {
         open(
@@ -378,7 +571,8 @@ pub unsafe extern "C" fn mfc_stream_open(
             (blob, blob_len),
             dim,
             (workspace, workspace_len),
-            key,
+            (Key::Seed(key), spans),
+            options,
             out,
         )
     }
@@ -387,7 +581,10 @@ pub unsafe extern "C" fn mfc_stream_open(
 /// [`mfc_stream_open`] keyed for the checkpoint protocol: ChaCha20 keyed by the epoch key of
 /// the 32-byte device `root` secret and `counter->epoch` (`mfc_runtime::checkpoint::stream_key`).
 /// Refuses epoch 0 (`MFC_STATUS_REFUSED`: call `mfc_counter_cold_start` and persist the counter
-/// first) and an all-zero root (`MFC_STATUS_WEAK_SEED`).
+/// first) and an all-zero root (`MFC_STATUS_WEAK_SEED`). On a counter with releases
+/// (`counter->released > 0`, after a reboot) the stream refuses to step
+/// (`MFC_STATUS_RESTORE_REQUIRED`) until `mfc_stream_restore` loads a checkpoint at least that
+/// far; without one, cold-start a new epoch and open again.
 ///
 /// # Safety
 /// As [`mfc_stream_open`], with `root` 32 readable bytes and `counter` a readable `MfcCounter`.
@@ -401,12 +598,16 @@ pub unsafe extern "C" fn mfc_stream_open_epoch(
     workspace_len: usize,
     root: *const u8,
     counter: *const MfcCounter,
+    options: *const MfcOpenOptions,
     out: *mut *mut MfcStream,
 ) -> MfcStatus {
     // SAFETY: 32 readable bytes and a readable counter by the caller's contract.
-    let (Some(root), Some(counter)) = (unsafe { bytes(root, 32) }, unsafe { read(counter) }) else {
+    let (Some(root), Some(value)) = (unsafe { bytes(root, 32) }, unsafe { read(counter) }) else {
         return MfcStatus::InvalidArgument;
     };
+    let mut key = [0u8; 32];
+    key.copy_from_slice(root);
+    let spans = [Some(Span::of_bytes(root)), Span::of(counter, 1)];
     // SAFETY: the caller's contract above.
     unsafe {
         open(
@@ -414,27 +615,31 @@ pub unsafe extern "C" fn mfc_stream_open_epoch(
             (blob, blob_len),
             dim,
             (workspace, workspace_len),
-            Key::Epoch(root, counter),
+            (Key::Epoch(key, value), spans),
+            options,
             out,
         )
     }
 }
 
+/// What the verification at open concluded for this stream (`MFC_VERDICT_NO_STREAM` for a null,
+/// closed or never-opened one): verified, skipped by `MFC_OPEN_SKIP_VERIFICATION`, or admitted
+/// unverified by `MFC_OPEN_ALLOW_UNVERIFIED`, and why.
+///
 /// # Safety
-/// `ptr` must be null or point to a readable `T`.
-unsafe fn read<T: Copy>(ptr: *const T) -> Option<T> {
-    if ptr.is_null() || (ptr as usize) % align_of::<T>() != 0 {
-        return None;
-    }
-    // SAFETY: non-null, aligned and readable by the caller's contract.
-    Some(unsafe { ptr.read() })
+/// `stream` must be null or point to a `MfcStreamStorage` (open, closed or never opened).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn mfc_stream_verdict(stream: *const MfcStream) -> MfcVerdict {
+    // SAFETY: the caller's contract above.
+    unsafe { stream_ref(stream) }.map_or(MfcVerdict::NoStream, |s| s.verdict)
 }
 
 /// Checks the rows of a step: `input` (`input_len` floats) and `release` (`dim` floats) must not
-/// overlap each other, the stream object or its workspace, nor `release` the blob.
+/// overlap each other, the stream object or its workspace, nor `release` the blob; a stream
+/// behind the counter it was opened under does not step.
 ///
 /// # Safety
-/// `stream` must come from `mfc_stream_open*` and not be closed; `input` and `release` valid for
+/// `stream` must be null or point to a `MfcStreamStorage`; `input` and `release` valid for
 /// their lengths.
 unsafe fn step_with(
     stream: *mut MfcStream,
@@ -442,7 +647,11 @@ unsafe fn step_with(
     (release, dim): (*mut f32, usize),
     step: impl FnOnce(&mut Replay<'static>, &[f32], &mut [f32]) -> Result<(), Error>,
 ) -> MfcStatus {
-    if stream.is_null() || input.is_null() || release.is_null() {
+    // SAFETY: the caller's contract above.
+    if let Err(status) = unsafe { check_open(stream) } {
+        return status;
+    }
+    if input.is_null() || release.is_null() {
         return MfcStatus::InvalidArgument;
     }
     let (Some(input_span), Some(release_span)) = (
@@ -451,8 +660,8 @@ unsafe fn step_with(
     ) else {
         return MfcStatus::InvalidArgument;
     };
-    // SAFETY: `stream` comes from `mfc_stream_open*` (the caller's contract); its spans are read
-    // before the rows are known not to alias anything the stream holds.
+    // SAFETY: an open stream (checked); its spans are read before the rows are known not to
+    // alias anything the stream holds.
     let (workspace, blob, storage) =
         unsafe { ((*stream).workspace, (*stream).blob, (*stream).storage) };
     if input_span.overlaps(release_span)
@@ -474,6 +683,12 @@ unsafe fn step_with(
             &mut *stream,
         )
     };
+    if stream
+        .opened_under
+        .is_some_and(|c| stream.replay.steps_released() < c.released)
+    {
+        return MfcStatus::RestoreRequired;
+    }
     match step(&mut stream.replay, input, release) {
         Ok(()) => MfcStatus::Ok,
         Err(e) => e.into(),
@@ -486,10 +701,12 @@ unsafe fn step_with(
 ///
 /// `input` and `release` must be two separate buffers, neither inside the stream object or its
 /// workspace (nor `release` inside the blob): a step that would alias them is refused with
-/// `MFC_STATUS_OVERLAP` (to release in place, copy the input first).
+/// `MFC_STATUS_OVERLAP` (to release in place, copy the input first). A stream opened on a
+/// counter with releases steps only after a restore (`MFC_STATUS_RESTORE_REQUIRED`); a closed
+/// one not at all (`MFC_STATUS_STREAM_CLOSED`).
 ///
 /// # Safety
-/// `stream` must come from `mfc_stream_open*` and not be closed; `input` and `release` must
+/// `stream` must come from `mfc_stream_open*` (closed or not); `input` and `release` must
 /// point to `dim` readable and writable floats.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mfc_stream_step(
@@ -504,9 +721,9 @@ pub unsafe extern "C" fn mfc_stream_step(
 
 /// A training step: `examples_len` floats, whole rows of `dim`, each clipped to ζ by itself and
 /// summed (one example moves the releases by at most ζ); writes the release into `release`
-/// (`dim` floats). Buffers as [`mfc_stream_step`]; on error nothing changes. A step with no
-/// examples (`examples_len` 0) releases the noise alone, and still needs a non-null, aligned
-/// `examples` (`NULL` is `MFC_STATUS_INVALID_ARGUMENT`).
+/// (`dim` floats). Buffers and refusals as [`mfc_stream_step`]; on error nothing changes. A step
+/// with no examples (`examples_len` 0) releases the noise alone, and still needs a non-null,
+/// aligned `examples` (`NULL` is `MFC_STATUS_INVALID_ARGUMENT`).
 ///
 /// # Safety
 /// As [`mfc_stream_step`], with `examples` valid for `examples_len` reads.
@@ -529,37 +746,30 @@ pub unsafe extern "C" fn mfc_stream_step_examples(
     }
 }
 
-/// # Safety
-/// `stream` must be null or come from `mfc_stream_open*` and not be closed.
-unsafe fn stream_ref<'a>(stream: *const MfcStream) -> Option<&'a MfcStream> {
-    // SAFETY: the caller's contract above.
-    unsafe { stream.as_ref() }
-}
-
-/// Steps released so far (0 for a null stream).
+/// Steps released so far (0 for a null, closed or never-opened stream).
 ///
 /// # Safety
-/// `stream` must be null or come from `mfc_stream_open*` and not be closed.
+/// `stream` must be null or point to a `MfcStreamStorage` (open, closed or never opened).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mfc_stream_steps_released(stream: *const MfcStream) -> u32 {
     // SAFETY: the caller's contract above.
     unsafe { stream_ref(stream) }.map_or(0, |s| s.replay.steps_released())
 }
 
-/// The horizon the blob's sensitivity covers (0 for a null stream).
+/// The horizon the blob's sensitivity covers (0 for a null, closed or never-opened stream).
 ///
 /// # Safety
-/// `stream` must be null or come from `mfc_stream_open*` and not be closed.
+/// `stream` must be null or point to a `MfcStreamStorage` (open, closed or never opened).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mfc_stream_horizon(stream: *const MfcStream) -> u32 {
     // SAFETY: the caller's contract above.
     unsafe { stream_ref(stream) }.map_or(0, |s| s.replay.horizon())
 }
 
-/// Bytes a checkpoint of this stream may need (0 for a null stream).
+/// Bytes a checkpoint of this stream may need (0 for a null, closed or never-opened stream).
 ///
 /// # Safety
-/// `stream` must be null or come from `mfc_stream_open*` and not be closed.
+/// `stream` must be null or point to a `MfcStreamStorage` (open, closed or never opened).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mfc_stream_checkpoint_capacity(stream: *const MfcStream) -> usize {
     // SAFETY: the caller's contract above.
@@ -571,10 +781,10 @@ pub unsafe extern "C" fn mfc_stream_checkpoint_capacity(stream: *const MfcStream
 /// `mfc_stream_step` and persist it before `mfc_counter_record`. Refused: a stream behind the
 /// counter (`MFC_STATUS_STALE_CHECKPOINT`), a short buffer (`MFC_STATUS_BUFFER_TOO_SMALL`), an
 /// `out` or `written` overlapping the stream object, its workspace or its blob, or each other
-/// (`MFC_STATUS_OVERLAP`).
+/// (`MFC_STATUS_OVERLAP`), a closed stream (`MFC_STATUS_STREAM_CLOSED`).
 ///
 /// # Safety
-/// `stream` must come from `mfc_stream_open*` and not be closed; `counter` a readable
+/// `stream` must come from `mfc_stream_open*` (closed or not); `counter` a readable
 /// `MfcCounter`; `out` writable for `out_len` bytes; `written` a writable `size_t`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mfc_stream_checkpoint(
@@ -585,14 +795,18 @@ pub unsafe extern "C" fn mfc_stream_checkpoint(
     written: *mut usize,
 ) -> MfcStatus {
     // SAFETY: the caller's contract above.
-    let (Some(stream), Some(counter)) = (unsafe { stream_ref(stream) }, unsafe { read(counter) })
-    else {
+    let stream = match unsafe { stream_ref(stream) } {
+        Ok(stream) => stream,
+        Err(status) => return status,
+    };
+    // SAFETY: the caller's contract above.
+    let Some(counter) = (unsafe { read(counter) }) else {
         return MfcStatus::InvalidArgument;
     };
     let Some(out_span) = Span::of(out.cast_const(), out_len) else {
         return MfcStatus::InvalidArgument;
     };
-    if out.is_null() || written.is_null() || (written as usize) % align_of::<usize>() != 0 {
+    if out.is_null() || written.is_null() || !written.is_aligned() {
         return MfcStatus::InvalidArgument;
     }
     let written_span = Span::of(written.cast_const(), 1);
@@ -627,13 +841,14 @@ pub unsafe extern "C" fn mfc_stream_checkpoint(
 /// Loads a checkpoint (`len` bytes; a whole flash slot may be passed) into a freshly opened
 /// stream of the same blob, dimension and epoch key; from then on it releases exactly what the
 /// uninterrupted stream would have. Refused, the stream still fresh: a stale checkpoint
-/// (`MFC_STATUS_STALE_CHECKPOINT`), one of another stream or epoch
+/// (`MFC_STATUS_STALE_CHECKPOINT`: behind `counter->released`, or behind the counter an
+/// `mfc_stream_open_epoch` stream was opened under), one of another stream or epoch
 /// (`MFC_STATUS_CHECKPOINT_MISMATCH`), a damaged one (`MFC_STATUS_MALFORMED_CHECKPOINT`), a
 /// started stream (`MFC_STATUS_STREAM_ALREADY_STARTED`), a checkpoint overlapping the stream
-/// object or its workspace (`MFC_STATUS_OVERLAP`).
+/// object or its workspace (`MFC_STATUS_OVERLAP`), a closed stream (`MFC_STATUS_STREAM_CLOSED`).
 ///
 /// # Safety
-/// `stream` must come from `mfc_stream_open*` and not be closed; `checkpoint` readable for
+/// `stream` must come from `mfc_stream_open*` (closed or not); `checkpoint` readable for
 /// `len` bytes; `counter` a readable `MfcCounter`.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mfc_stream_restore(
@@ -643,28 +858,35 @@ pub unsafe extern "C" fn mfc_stream_restore(
     counter: *const MfcCounter,
 ) -> MfcStatus {
     // SAFETY: the caller's contract above.
+    if let Err(status) = unsafe { check_open(stream) } {
+        return status;
+    }
+    // SAFETY: the caller's contract above.
     let (Some(checkpoint), Some(counter)) =
         (unsafe { bytes(checkpoint, len) }, unsafe { read(counter) })
     else {
         return MfcStatus::InvalidArgument;
     };
-    if stream.is_null() {
-        return MfcStatus::InvalidArgument;
-    }
-    let Some(span) = Span::of(checkpoint.as_ptr(), checkpoint.len()) else {
-        return MfcStatus::InvalidArgument;
-    };
-    // SAFETY: `stream` comes from `mfc_stream_open*`; its spans are read before the checkpoint
-    // is known not to alias what the stream holds.
+    let span = Span::of_bytes(checkpoint);
+    // SAFETY: an open stream (checked); its spans are read before the checkpoint is known not
+    // to alias what the stream holds.
     let (workspace, storage) = unsafe { ((*stream).workspace, (*stream).storage) };
     if span.overlaps(workspace) || span.overlaps(storage) {
         return MfcStatus::Overlap;
     }
-    // SAFETY: the checkpoint overlaps neither the stream object nor its workspace (checked).
+    // SAFETY: an open stream; the checkpoint overlaps neither the stream object nor its
+    // workspace (checked).
     let stream = unsafe { &mut *stream };
+    // An epoch stream never restores behind the counter it was opened under (a counter given
+    // here may only raise it); one of another epoch is refused by the runtime (the checkpoint's
+    // epoch and key).
+    let counter = match stream.opened_under {
+        Some(opened) => ReleaseCounter::new(counter.epoch, counter.released.max(opened.released)),
+        None => counter.get(),
+    };
     match stream
         .replay
-        .restore(&stream.fingerprint, checkpoint, &counter.get())
+        .restore(&stream.fingerprint, checkpoint, &counter)
     {
         Ok(()) => MfcStatus::Ok,
         Err(e) => e.into(),
@@ -696,20 +918,24 @@ pub unsafe extern "C" fn mfc_counter_cold_start(counter: *mut MfcCounter) -> Mfc
 
 /// Records that `stream`'s latest step is about to be released: `counter->released` becomes
 /// its steps released. Persist the counter after the checkpoint and before the release leaves
-/// the device. `MFC_STATUS_STALE_CHECKPOINT` (counter untouched) for a stream behind it.
+/// the device. `MFC_STATUS_STALE_CHECKPOINT` (counter untouched) for a stream behind it,
+/// `MFC_STATUS_STREAM_CLOSED` for a closed one.
 ///
 /// # Safety
 /// `counter` must point to a readable and writable `MfcCounter`; `stream` come from
-/// `mfc_stream_open*` and not be closed.
+/// `mfc_stream_open*` (closed or not).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mfc_counter_record(
     counter: *mut MfcCounter,
     stream: *const MfcStream,
 ) -> MfcStatus {
     // SAFETY: the caller's contract above.
-    let (Some(current), Some(stream)) = (unsafe { read(counter.cast_const()) }, unsafe {
-        stream_ref(stream)
-    }) else {
+    let stream = match unsafe { stream_ref(stream) } {
+        Ok(stream) => stream,
+        Err(status) => return status,
+    };
+    // SAFETY: the caller's contract above.
+    let Some(current) = (unsafe { read(counter.cast_const()) }) else {
         return MfcStatus::InvalidArgument;
     };
     // The counter is written: not into the stream object, its workspace or its blob.
@@ -732,16 +958,28 @@ pub unsafe extern "C" fn mfc_counter_record(
     }
 }
 
-/// Closes a stream (null is accepted): its storage, blob and workspace may be reused afterwards.
+/// Closes a stream: its storage, blob and workspace may be reused afterwards, and the handle is
+/// refused from then on (`MFC_STATUS_STREAM_CLOSED`). Null is accepted (`MFC_STATUS_OK`); a
+/// closed or never-opened stream is refused (`MFC_STATUS_STREAM_CLOSED`), nothing done.
 ///
 /// # Safety
-/// `stream` must be null or come from `mfc_stream_open*`, and not be used again.
+/// `stream` must be null or point to a `MfcStreamStorage` (open, closed or never opened).
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn mfc_stream_close(stream: *mut MfcStream) {
-    if !stream.is_null() {
-        // SAFETY: built in place by `mfc_stream_open*`, dropped once (the caller's contract).
-        unsafe { core::ptr::drop_in_place(stream) };
+pub unsafe extern "C" fn mfc_stream_close(stream: *mut MfcStream) -> MfcStatus {
+    if stream.is_null() {
+        return MfcStatus::Ok;
     }
+    // SAFETY: the caller's contract above.
+    if let Err(status) = unsafe { check_open(stream) } {
+        return status;
+    }
+    // SAFETY: an open stream (checked), built in place by `mfc_stream_open*` and dropped once:
+    // its word is overwritten right after, so a second close is refused.
+    unsafe {
+        core::ptr::drop_in_place(stream);
+        core::ptr::addr_of_mut!((*stream).generation).write_volatile(CLOSED);
+    }
+    MfcStatus::Ok
 }
 
 /// The panic handler of the bare-metal library. The runtime never panics (no indexing that can
@@ -759,19 +997,30 @@ mod tests {
     use std::vec;
     use std::vec::Vec;
 
+    use mfc_formats::{Mechanism, Participation};
+    use mfc_runtime::policy::{self, Floor, Policy};
+
     use super::*;
 
     const DIM: usize = 3;
     const ROOT: [u8; 32] = [0x42; 32];
+    const SEED: [u8; 32] = [0x17; 32];
 
-    /// A blob of every form: banded, BLT, FFT (both decoders), BandMF (the fuzz seeds).
+    /// A blob of every form, written by `mfc compile` (the commands are in
+    /// `runtime/capi/testdata/README.md`), each verified: banded, BLT, FFT (both decoders),
+    /// BandMF under min separation.
     const BLOBS: [&[u8]; 5] = [
-        include_bytes!("../../../tests/fuzz/seeds/blob/prefix_n8_h2_r1.mfc"),
-        include_bytes!("../../../tests/fuzz/seeds/blob/blt_m3_n20.mfc"),
-        include_bytes!("../../../tests/fuzz/seeds/blob/fft_circulant_m4_s3.mfc"),
-        include_bytes!("../../../tests/fuzz/seeds/blob/fft_optimal_m4_s2.mfc"),
-        include_bytes!("../../../tests/fuzz/seeds/blob/bandmf_toeplitz_n12_b4.mfc"),
+        include_bytes!("../testdata/banded_n16_h3_r2.mfc"),
+        include_bytes!("../testdata/blt_n20_m3.mfc"),
+        include_bytes!("../testdata/fft_circulant_n24_s3.mfc"),
+        include_bytes!("../testdata/fft_optimal_n24_s2.mfc"),
+        include_bytes!("../testdata/bandmf_toeplitz_n12_b4_k2_b6.mfc"),
     ];
+    /// An honest blob that cannot be verified: FFT under min separation.
+    const FFT_MIN_SEP: &[u8] = include_bytes!("../testdata/fft_min_sep_n32_k2_b8.mfc");
+    /// A BLT bound for every horizon: verified, with `m² + 3m` doubles of scratch, more than its
+    /// workspace holds at `DIM`.
+    const BLT_UNBOUNDED: &[u8] = include_bytes!("../testdata/blt_unbounded_n16_m3.mfc");
 
     fn input(t: u32) -> [f32; DIM] {
         core::array::from_fn(|c| (((t as usize * 7 + c * 3) % 11) as f32 - 5.0) / 2.0)
@@ -785,16 +1034,35 @@ mod tests {
         len
     }
 
-    /// Opens an epoch stream of `blob` in `storage` over `workspace`.
-    fn open(
+    fn scratch_len(blob: &[u8]) -> usize {
+        let mut len = 0usize;
+        // SAFETY: live buffers of the lengths given.
+        let status = unsafe { mfc_verify_scratch_len(blob.as_ptr(), blob.len(), &mut len) };
+        assert_eq!(status, MfcStatus::Ok);
+        len
+    }
+
+    /// Options with `flags` and the caller's `scratch`.
+    fn options(flags: u32, scratch: &mut [f64]) -> MfcOpenOptions {
+        MfcOpenOptions {
+            flags,
+            max_operations: 0,
+            scratch: scratch.as_mut_ptr(),
+            scratch_len: scratch.len(),
+        }
+    }
+
+    /// `mfc_stream_open_epoch` of `blob` in `storage` over `workspace`.
+    fn open_with(
         storage: &mut MfcStreamStorage,
         blob: &[u8],
         workspace: &mut [f32],
         counter: &MfcCounter,
-    ) -> *mut MfcStream {
-        let mut stream: *mut MfcStream = core::ptr::null_mut();
+        options: *const MfcOpenOptions,
+        out: &mut *mut MfcStream,
+    ) -> MfcStatus {
         // SAFETY: live buffers of the lengths given, which outlive the stream in every test.
-        let status = unsafe {
+        unsafe {
             mfc_stream_open_epoch(
                 storage,
                 blob.as_ptr(),
@@ -804,17 +1072,41 @@ mod tests {
                 workspace.len(),
                 ROOT.as_ptr(),
                 counter,
-                &mut stream,
+                options,
+                out,
             )
-        };
+        }
+    }
+
+    /// Opens an epoch stream of `blob` in `storage` over `workspace`, verified with scratch of
+    /// its own.
+    fn open(
+        storage: &mut MfcStreamStorage,
+        blob: &[u8],
+        workspace: &mut [f32],
+        counter: &MfcCounter,
+    ) -> *mut MfcStream {
+        let mut scratch = vec![0.0f64; scratch_len(blob)];
+        let options = options(0, &mut scratch);
+        let mut stream: *mut MfcStream = core::ptr::null_mut();
+        let status = open_with(storage, blob, workspace, counter, &options, &mut stream);
         assert_eq!(status, MfcStatus::Ok);
+        // SAFETY: just opened.
+        assert_eq!(unsafe { mfc_stream_verdict(stream) }, MfcVerdict::Verified);
         stream
     }
 
-    fn storage() -> MfcStreamStorage {
+    fn fresh_storage() -> MfcStreamStorage {
         MfcStreamStorage {
             words: [0; MFC_STREAM_STORAGE_WORDS],
         }
+    }
+
+    /// `blob` decoded, changed by `change` and encoded again (its CRC recomputed): a forgery.
+    fn forged(blob: &[u8], change: impl FnOnce(&mut Mechanism<'_>)) -> Vec<u8> {
+        let mut m = Mechanism::from_bytes(blob).unwrap().into_inner();
+        change(&mut m);
+        m.to_vec().unwrap()
     }
 
     /// Every form through the C functions, with the protocol (cold start, step, checkpoint,
@@ -846,7 +1138,7 @@ mod tests {
                     unsafe { mfc_counter_cold_start(&mut counter) },
                     MfcStatus::Ok
                 );
-                let mut storage = storage();
+                let mut storage = fresh_storage();
                 let mut ws = vec![0.0f32; workspace_len(blob)];
                 let stream = open(&mut storage, blob, &mut ws, &counter);
                 let capacity = unsafe { mfc_stream_checkpoint_capacity(stream) };
@@ -877,7 +1169,7 @@ mod tests {
                         stale.copy_from_slice(&slot);
                     }
                 }
-                unsafe { mfc_stream_close(stream) };
+                assert_eq!(unsafe { mfc_stream_close(stream) }, MfcStatus::Ok);
                 ws.fill(f32::NAN);
                 let stream = open(&mut storage, blob, &mut ws, &counter);
                 let restore = |slot: &[u8]| unsafe {
@@ -904,9 +1196,681 @@ mod tests {
                 let x = input(n);
                 let status = unsafe { mfc_stream_step(stream, x.as_ptr(), out.as_mut_ptr(), DIM) };
                 assert_eq!(status, MfcStatus::StreamFinished);
-                unsafe { mfc_stream_close(stream) };
+                assert_eq!(unsafe { mfc_stream_close(stream) }, MfcStatus::Ok);
             }
         }
+    }
+
+    /// Issue 27: a stream opened on a counter with releases (after a reboot) refuses to step
+    /// until a restore, which cannot go behind the counter it was opened under (a lower counter
+    /// passed to the restore does not lower it) nor use another epoch; after the restore it
+    /// continues as the uninterrupted stream. A stream opened on a counter without releases, or
+    /// keyed by a seed, steps at once.
+    #[test]
+    fn an_epoch_stream_on_a_counter_with_releases_steps_only_after_a_restore() {
+        let blob = BLOBS[1];
+        let mut counter = MfcCounter {
+            epoch: 0,
+            released: 0,
+        };
+        // SAFETY (of every call here): live buffers of the lengths given.
+        assert_eq!(
+            unsafe { mfc_counter_cold_start(&mut counter) },
+            MfcStatus::Ok
+        );
+        let epoch = counter.epoch;
+        let mut storage = fresh_storage();
+        let mut ws = vec![0.0f32; workspace_len(blob)];
+        let stream = open(&mut storage, blob, &mut ws, &counter);
+        let capacity = unsafe { mfc_stream_checkpoint_capacity(stream) };
+        let mut slots = vec![vec![0u8; capacity]; 3];
+        let mut releases = Vec::new();
+        let mut out = [0.0f32; DIM];
+        for (t, slot) in slots.iter_mut().enumerate() {
+            let x = input(t as u32);
+            let status = unsafe { mfc_stream_step(stream, x.as_ptr(), out.as_mut_ptr(), DIM) };
+            assert_eq!(status, MfcStatus::Ok);
+            releases.push(out);
+            let mut written = 0usize;
+            let status = unsafe {
+                mfc_stream_checkpoint(stream, &counter, slot.as_mut_ptr(), capacity, &mut written)
+            };
+            assert_eq!(status, MfcStatus::Ok);
+            assert_eq!(
+                unsafe { mfc_counter_record(&mut counter, stream) },
+                MfcStatus::Ok
+            );
+        }
+        // One step further, the uninterrupted stream's release of step 3.
+        let x = input(3);
+        let status = unsafe { mfc_stream_step(stream, x.as_ptr(), out.as_mut_ptr(), DIM) };
+        assert_eq!(status, MfcStatus::Ok);
+        let step3 = out;
+        assert_eq!(unsafe { mfc_stream_close(stream) }, MfcStatus::Ok);
+        assert_eq!(counter.released, 3);
+
+        // The reboot: reopened on the counter with 3 releases.
+        let stream = open(&mut storage, blob, &mut ws, &counter);
+        let mut poisoned = [f32::NAN; DIM];
+        let x = input(0);
+        let status = unsafe { mfc_stream_step(stream, x.as_ptr(), poisoned.as_mut_ptr(), DIM) };
+        assert_eq!(status, MfcStatus::RestoreRequired);
+        let status = unsafe {
+            mfc_stream_step_examples(stream, x.as_ptr(), DIM, poisoned.as_mut_ptr(), DIM)
+        };
+        assert_eq!(status, MfcStatus::RestoreRequired);
+        assert!(poisoned.iter().all(|v| v.is_nan()), "nothing written");
+        assert_eq!(unsafe { mfc_stream_steps_released(stream) }, 0);
+        // A restore under a lower counter (the factory one of this epoch) of an old checkpoint
+        // is still stale for the counter the stream was opened under.
+        let lower = MfcCounter { epoch, released: 0 };
+        let restore = |slot: &[u8], c: &MfcCounter| unsafe {
+            mfc_stream_restore(stream, slot.as_ptr(), slot.len(), c)
+        };
+        assert_eq!(restore(&slots[0], &lower), MfcStatus::StaleCheckpoint);
+        assert_eq!(restore(&slots[1], &lower), MfcStatus::StaleCheckpoint);
+        let other_epoch = MfcCounter {
+            epoch: epoch + 1,
+            released: 3,
+        };
+        assert_eq!(
+            restore(&slots[2], &other_epoch),
+            MfcStatus::CheckpointMismatch
+        );
+        let status = unsafe { mfc_stream_step(stream, x.as_ptr(), poisoned.as_mut_ptr(), DIM) };
+        assert_eq!(status, MfcStatus::RestoreRequired);
+        // The newest checkpoint: the stream continues where the uninterrupted one did.
+        assert_eq!(restore(&slots[2], &lower), MfcStatus::Ok);
+        assert_eq!(unsafe { mfc_stream_steps_released(stream) }, 3);
+        let x = input(3);
+        let status = unsafe { mfc_stream_step(stream, x.as_ptr(), out.as_mut_ptr(), DIM) };
+        assert_eq!(status, MfcStatus::Ok);
+        assert_eq!(out.map(f32::to_bits), step3.map(f32::to_bits));
+        assert_eq!(unsafe { mfc_stream_close(stream) }, MfcStatus::Ok);
+
+        // Keyed by a seed, or on a counter without releases: steps at once.
+        let mut scratch = vec![0.0f64; scratch_len(blob)];
+        let options = options(0, &mut scratch);
+        let mut stream: *mut MfcStream = core::ptr::null_mut();
+        let status = unsafe {
+            mfc_stream_open(
+                &mut storage,
+                blob.as_ptr(),
+                blob.len(),
+                DIM,
+                ws.as_mut_ptr(),
+                ws.len(),
+                SEED.as_ptr(),
+                &options,
+                &mut stream,
+            )
+        };
+        assert_eq!(status, MfcStatus::Ok);
+        let status = unsafe { mfc_stream_step(stream, x.as_ptr(), out.as_mut_ptr(), DIM) };
+        assert_eq!(status, MfcStatus::Ok);
+        assert_eq!(unsafe { mfc_stream_close(stream) }, MfcStatus::Ok);
+        let fresh = MfcCounter {
+            epoch: epoch + 1,
+            released: 0,
+        };
+        let stream = open(&mut storage, blob, &mut ws, &fresh);
+        let status = unsafe { mfc_stream_step(stream, x.as_ptr(), out.as_mut_ptr(), DIM) };
+        assert_eq!(status, MfcStatus::Ok);
+        assert_eq!(unsafe { mfc_stream_close(stream) }, MfcStatus::Ok);
+    }
+
+    /// Issue 27: a closed stream, a never-opened (zeroed or garbage) storage, and a copy of an
+    /// open stream's storage elsewhere are refused by every call with `StreamClosed` (queries
+    /// answer 0 and `NoStream`), nothing written; a second close is refused; a misaligned handle
+    /// is an invalid argument; the storage opens again after a close.
+    #[test]
+    fn closed_and_never_opened_streams_are_refused() {
+        let blob = BLOBS[0];
+        let counter = MfcCounter {
+            epoch: 1,
+            released: 0,
+        };
+        let mut ws = vec![0.0f32; workspace_len(blob)];
+        let mut storage = fresh_storage();
+        let stream = open(&mut storage, blob, &mut ws, &counter);
+        let x = input(0);
+        let mut out = [0.0f32; DIM];
+        // SAFETY (of every call here): live buffers of the lengths given; the handles point to
+        // storages (open, closed, never opened) or into one (misaligned).
+        assert_eq!(
+            unsafe { mfc_stream_step(stream, x.as_ptr(), out.as_mut_ptr(), DIM) },
+            MfcStatus::Ok
+        );
+        let mut copy = fresh_storage();
+        copy.words.copy_from_slice(&storage.words);
+        let mut garbage = fresh_storage();
+        garbage.words.fill(0x5a5a_5a5a_5a5a_5a5a);
+        let mut never = fresh_storage();
+        let capacity = unsafe { mfc_stream_checkpoint_capacity(stream) };
+        assert!(capacity > 0);
+        assert_eq!(unsafe { mfc_stream_close(stream) }, MfcStatus::Ok);
+        let handles: [*mut MfcStream; 4] = [
+            stream,
+            (&raw mut never).cast(),
+            (&raw mut garbage).cast(),
+            (&raw mut copy).cast(),
+        ];
+        for handle in handles {
+            let mut counter = counter;
+            let mut slot = vec![0u8; capacity];
+            let mut written = usize::MAX;
+            let mut release = [f32::NAN; DIM];
+            let calls = [
+                unsafe { mfc_stream_step(handle, x.as_ptr(), release.as_mut_ptr(), DIM) },
+                unsafe {
+                    mfc_stream_step_examples(handle, x.as_ptr(), DIM, release.as_mut_ptr(), DIM)
+                },
+                unsafe {
+                    mfc_stream_checkpoint(
+                        handle,
+                        &counter,
+                        slot.as_mut_ptr(),
+                        capacity,
+                        &mut written,
+                    )
+                },
+                unsafe { mfc_stream_restore(handle, slot.as_ptr(), capacity, &counter) },
+                unsafe { mfc_counter_record(&mut counter, handle) },
+                unsafe { mfc_stream_close(handle) },
+            ];
+            assert!(
+                calls.iter().all(|&s| s == MfcStatus::StreamClosed),
+                "{calls:?}"
+            );
+            assert!(release.iter().all(|v| v.is_nan()));
+            assert_eq!(written, usize::MAX);
+            assert_eq!(counter.released, 0);
+            assert_eq!(unsafe { mfc_stream_steps_released(handle) }, 0);
+            assert_eq!(unsafe { mfc_stream_horizon(handle) }, 0);
+            assert_eq!(unsafe { mfc_stream_checkpoint_capacity(handle) }, 0);
+            assert_eq!(unsafe { mfc_stream_verdict(handle) }, MfcVerdict::NoStream);
+        }
+        assert_eq!(
+            unsafe { mfc_stream_close(core::ptr::null_mut()) },
+            MfcStatus::Ok
+        );
+        assert_eq!(
+            unsafe { mfc_stream_verdict(core::ptr::null()) },
+            MfcVerdict::NoStream
+        );
+        // The storage opens again, and a handle one byte off is refused as misaligned.
+        let stream = open(&mut storage, blob, &mut ws, &counter);
+        let off = stream.cast::<u8>().wrapping_add(1).cast::<MfcStream>();
+        assert_eq!(
+            unsafe { mfc_stream_step(off, x.as_ptr(), out.as_mut_ptr(), DIM) },
+            MfcStatus::InvalidArgument
+        );
+        assert_eq!(unsafe { mfc_stream_close(off) }, MfcStatus::InvalidArgument);
+        assert_eq!(unsafe { mfc_stream_horizon(stream) }, 16);
+        assert_eq!(unsafe { mfc_stream_close(stream) }, MfcStatus::Ok);
+    }
+
+    /// Issue 27: `mfc_stream_open*` verify by default. Each honest blob opens verified with the
+    /// defaults (null options, or `{0}`) when its workspace holds the scratch, and otherwise is
+    /// refused with `VerifyScratchTooSmall` until scratch is given; lowered by 1% it is refused
+    /// (`SensitivityUnderstated`) whatever the flags but the skip; nothing is written when
+    /// refused.
+    #[test]
+    fn open_verifies_by_default_and_refuses_an_understated_blob_whatever_the_flags() {
+        let mut served = [0; 2];
+        for blob in BLOBS.into_iter().chain([BLT_UNBOUNDED]) {
+            let mut ws = vec![0.0f32; workspace_len(blob)];
+            let counter = MfcCounter {
+                epoch: 1,
+                released: 0,
+            };
+            // The workspace serves as scratch when its 8-aligned part holds it.
+            let skip = ws.as_ptr().cast::<u8>().align_offset(8) / 4;
+            let fits = scratch_len(blob) <= (ws.len() - skip) / 2;
+            served[usize::from(fits)] += 1;
+            for defaults in [core::ptr::null(), &MfcOpenOptions::DEFAULT] {
+                let mut storage = fresh_storage();
+                let mut stream: *mut MfcStream = core::ptr::null_mut();
+                let status =
+                    open_with(&mut storage, blob, &mut ws, &counter, defaults, &mut stream);
+                if fits {
+                    assert_eq!(status, MfcStatus::Ok);
+                    // SAFETY: just opened.
+                    assert_eq!(unsafe { mfc_stream_verdict(stream) }, MfcVerdict::Verified);
+                    assert_eq!(unsafe { mfc_stream_close(stream) }, MfcStatus::Ok);
+                } else {
+                    assert_eq!(status, MfcStatus::VerifyScratchTooSmall);
+                    assert!(stream.is_null());
+                    assert!(storage.words.iter().all(|&w| w == 0));
+                }
+            }
+            // A workspace long enough to serve always does.
+            let mut long = vec![0.0f32; workspace_len(blob) + 2 * scratch_len(blob) + 1];
+            let mut storage = fresh_storage();
+            let mut stream: *mut MfcStream = core::ptr::null_mut();
+            let status = open_with(
+                &mut storage,
+                blob,
+                &mut long,
+                &counter,
+                core::ptr::null(),
+                &mut stream,
+            );
+            assert_eq!(status, MfcStatus::Ok);
+            // SAFETY: just opened.
+            assert_eq!(unsafe { mfc_stream_verdict(stream) }, MfcVerdict::Verified);
+            assert_eq!(unsafe { mfc_stream_close(stream) }, MfcStatus::Ok);
+
+            let lowered = forged(blob, |m| m.header.sensitivity.value *= 0.99);
+            let mut scratch = vec![0.0f64; scratch_len(blob)];
+            for flags in [
+                0,
+                MFC_OPEN_ALLOW_UNVERIFIED,
+                MFC_OPEN_ALLOW_UNVERIFIED | MFC_OPEN_ALLOW_UNVERIFIED_UNBOUNDED_HORIZON,
+            ] {
+                let options = options(flags, &mut scratch);
+                let mut storage = fresh_storage();
+                let mut stream: *mut MfcStream = core::ptr::null_mut();
+                let status = open_with(
+                    &mut storage,
+                    &lowered,
+                    &mut ws,
+                    &counter,
+                    &options,
+                    &mut stream,
+                );
+                assert_eq!(status, MfcStatus::SensitivityUnderstated, "flags {flags}");
+                assert!(stream.is_null());
+                assert!(storage.words.iter().all(|&w| w == 0));
+            }
+            // Skipped by name: opens, and says so.
+            let options = options(MFC_OPEN_SKIP_VERIFICATION, &mut []);
+            let mut storage = fresh_storage();
+            let mut stream: *mut MfcStream = core::ptr::null_mut();
+            let status = open_with(
+                &mut storage,
+                &lowered,
+                &mut ws,
+                &counter,
+                &options,
+                &mut stream,
+            );
+            assert_eq!(status, MfcStatus::Ok);
+            // SAFETY: just opened.
+            assert_eq!(unsafe { mfc_stream_verdict(stream) }, MfcVerdict::Skipped);
+            assert_eq!(unsafe { mfc_stream_close(stream) }, MfcStatus::Ok);
+        }
+        // Both cases were seen: workspaces that served as scratch and ones too short.
+        assert!(served[0] > 0 && served[1] > 0, "{served:?}");
+    }
+
+    /// Issue 27: a blob that cannot be verified is refused by default and opened with
+    /// `MFC_OPEN_ALLOW_UNVERIFIED`, its verdict saying why: an honest FFT blob under min
+    /// separation (`Schema`), a banded blob over a budget of 100 operations (`OverBudget`; it
+    /// needs 952), a BLT bound for every horizon without scratch (`ScratchTooSmall`, which also
+    /// needs `MFC_OPEN_ALLOW_UNVERIFIED_UNBOUNDED_HORIZON`). A forgery — an FFT blob relabelled
+    /// to min separation with its sensitivity halved — is refused by default, and with the
+    /// opt-in is admitted or refused exactly as `mfc_runtime::policy::admit` says.
+    #[test]
+    fn unverifiable_blobs_are_refused_unless_allowed_by_name() {
+        let counter = MfcCounter {
+            epoch: 1,
+            released: 0,
+        };
+        let allow = MFC_OPEN_ALLOW_UNVERIFIED;
+        let both = allow | MFC_OPEN_ALLOW_UNVERIFIED_UNBOUNDED_HORIZON;
+        let budget = |flags, max_operations| MfcOpenOptions {
+            flags,
+            max_operations,
+            scratch: core::ptr::null_mut(),
+            scratch_len: 0,
+        };
+        let forgery = forged(BLOBS[2], |m| {
+            m.header.participation = Participation::MinSeparation {
+                max_participations: 2,
+                min_separation: 8,
+            };
+            m.header.sensitivity.value *= 0.5;
+        });
+        let cases: [(&[u8], MfcOpenOptions, MfcStatus, Option<MfcVerdict>); 8] = [
+            (
+                FFT_MIN_SEP,
+                MfcOpenOptions::DEFAULT,
+                MfcStatus::Unverifiable,
+                None,
+            ),
+            (
+                FFT_MIN_SEP,
+                budget(allow, 0),
+                MfcStatus::Ok,
+                Some(MfcVerdict::UnverifiedSchema),
+            ),
+            (
+                FFT_MIN_SEP,
+                budget(MFC_OPEN_SKIP_VERIFICATION, 0),
+                MfcStatus::Ok,
+                Some(MfcVerdict::Skipped),
+            ),
+            (BLOBS[0], budget(0, 100), MfcStatus::VerifyOverBudget, None),
+            (
+                BLOBS[0],
+                budget(allow, 100),
+                MfcStatus::Ok,
+                Some(MfcVerdict::UnverifiedOverBudget),
+            ),
+            (
+                BLOBS[0],
+                budget(0, 952),
+                MfcStatus::Ok,
+                Some(MfcVerdict::Verified),
+            ),
+            (
+                BLT_UNBOUNDED,
+                budget(allow, 0),
+                MfcStatus::VerifyScratchTooSmall,
+                None,
+            ),
+            (
+                BLT_UNBOUNDED,
+                budget(both, 0),
+                MfcStatus::Ok,
+                Some(MfcVerdict::UnverifiedScratchTooSmall),
+            ),
+        ];
+        for (i, (blob, options, expected, verdict)) in cases.into_iter().enumerate() {
+            let mut ws = vec![0.0f32; workspace_len(blob)];
+            let mut storage = fresh_storage();
+            let mut stream: *mut MfcStream = core::ptr::null_mut();
+            let status = open_with(&mut storage, blob, &mut ws, &counter, &options, &mut stream);
+            assert_eq!(status, expected, "case {i}");
+            match verdict {
+                // SAFETY: opened.
+                Some(v) => {
+                    assert_eq!(unsafe { mfc_stream_verdict(stream) }, v, "case {i}");
+                    let x = input(0);
+                    let mut out = [0.0f32; DIM];
+                    let status =
+                        unsafe { mfc_stream_step(stream, x.as_ptr(), out.as_mut_ptr(), DIM) };
+                    assert_eq!(status, MfcStatus::Ok);
+                    assert_eq!(unsafe { mfc_stream_close(stream) }, MfcStatus::Ok);
+                }
+                None => {
+                    assert!(stream.is_null());
+                    assert!(storage.words.iter().all(|&w| w == 0));
+                }
+            }
+        }
+        // The forgery, refused by default; with the opt-in, the runtime's policy decides.
+        let mut ws = vec![0.0f32; workspace_len(&forgery)];
+        let mut scratch = vec![0.0f64; scratch_len(&forgery)];
+        let mut storage = fresh_storage();
+        let mut stream: *mut MfcStream = core::ptr::null_mut();
+        let status = open_with(
+            &mut storage,
+            &forgery,
+            &mut ws,
+            &counter,
+            &options(0, &mut scratch),
+            &mut stream,
+        );
+        assert!(
+            matches!(
+                status,
+                MfcStatus::Unverifiable | MfcStatus::SensitivityUnderstated
+            ),
+            "{status:?}"
+        );
+        assert!(stream.is_null());
+        let m = Mechanism::from_bytes(&forgery).unwrap();
+        let lenient = Policy {
+            floor: Floor::NoiseMultiplier { min: 0.0 },
+            max_operations: MFC_VERIFY_DEFAULT_OPERATIONS,
+            refuse_unverifiable: false,
+            admit_unbounded_horizon: false,
+        };
+        let reference = policy::admit(&m, None, &lenient, &mut scratch.clone());
+        let status = open_with(
+            &mut storage,
+            &forgery,
+            &mut ws,
+            &counter,
+            &options(allow, &mut scratch),
+            &mut stream,
+        );
+        match reference {
+            Ok(verdict) => {
+                assert_eq!(status, MfcStatus::Ok);
+                let expected = match verdict {
+                    mfc_runtime::verify::Verdict::Verified { .. } => MfcVerdict::Verified,
+                    mfc_runtime::verify::Verdict::Unverifiable(why) => why.into(),
+                };
+                // SAFETY: opened.
+                assert_eq!(unsafe { mfc_stream_verdict(stream) }, expected);
+                assert_eq!(unsafe { mfc_stream_close(stream) }, MfcStatus::Ok);
+            }
+            Err(e) => assert_eq!(status, MfcStatus::from(e)),
+        }
+    }
+
+    /// Issue 27: the options and the caller's scratch are checked: an unknown flag, a null
+    /// scratch with a length, a misaligned scratch or options are invalid arguments; scratch
+    /// over the blob, the workspace, the storage, the seed, the counter or `*out` is refused
+    /// with `Overlap`; nothing is written.
+    #[test]
+    fn open_options_and_scratch_are_checked() {
+        let blob = BLOBS[2];
+        let counter = MfcCounter {
+            epoch: 1,
+            released: 0,
+        };
+        let mut ws = vec![0.0f32; workspace_len(blob) + 2 * scratch_len(blob) + 2];
+        let ws_len = workspace_len(blob);
+        let mut scratch = vec![0.0f64; scratch_len(blob) + 1];
+        let mut storage = fresh_storage();
+        let mut stream: *mut MfcStream = core::ptr::null_mut();
+        let status_with = |storage: &mut MfcStreamStorage,
+                           ws: &mut [f32],
+                           options: *const MfcOpenOptions,
+                           out: *mut *mut MfcStream| unsafe {
+            // SAFETY: live buffers of the lengths given (the scratch inside one of them).
+            mfc_stream_open_epoch(
+                storage,
+                blob.as_ptr(),
+                blob.len(),
+                DIM,
+                ws.as_mut_ptr(),
+                ws_len,
+                ROOT.as_ptr(),
+                &counter,
+                options,
+                out,
+            )
+        };
+        let mut unknown = options(0, &mut scratch);
+        unknown.flags = 8;
+        let mut null = options(0, &mut scratch);
+        null.scratch = core::ptr::null_mut();
+        let misaligned = MfcOpenOptions {
+            flags: 0,
+            max_operations: 0,
+            scratch: scratch.as_mut_ptr().cast::<u8>().wrapping_add(4).cast(),
+            scratch_len: 4,
+        };
+        for options in [unknown, null, misaligned] {
+            let status = status_with(&mut storage, &mut ws, &options, &mut stream);
+            assert_eq!(status, MfcStatus::InvalidArgument);
+        }
+        let mut raw = [0u64; 8];
+        let off = raw
+            .as_mut_ptr()
+            .cast::<u8>()
+            .wrapping_add(4)
+            .cast::<MfcOpenOptions>();
+        let status = status_with(&mut storage, &mut ws, off, &mut stream);
+        assert_eq!(status, MfcStatus::InvalidArgument);
+        // Scratch over what the call holds: the workspace's tail past `ws_len` is free.
+        let within = |ptr: *mut f64, len| MfcOpenOptions {
+            flags: 0,
+            max_operations: 0,
+            scratch: ptr,
+            scratch_len: len,
+        };
+        let mut blob_copy = vec![0u64; blob.len().div_ceil(8)];
+        let blob_bytes = unsafe {
+            core::slice::from_raw_parts_mut(blob_copy.as_mut_ptr().cast::<u8>(), blob.len())
+        };
+        blob_bytes.copy_from_slice(blob);
+        let mut counter_cell = [counter; 1];
+        let mut root = [0u64; 4];
+        // SAFETY: a view of `root`'s 32 bytes.
+        unsafe { core::slice::from_raw_parts_mut(root.as_mut_ptr().cast::<u8>(), 32) }
+            .copy_from_slice(&ROOT);
+        let mut out_cell = [core::ptr::null_mut::<MfcStream>(); 2];
+        let workspace_start = ws
+            .as_mut_ptr()
+            .wrapping_add(ws.as_ptr().cast::<u8>().align_offset(8) / 4);
+        let places: [(*mut f64, &str); 6] = [
+            (blob_copy.as_mut_ptr().cast(), "blob"),
+            (workspace_start.cast(), "workspace"),
+            ((&raw mut storage).cast(), "storage"),
+            (root.as_mut_ptr().cast(), "root"),
+            (counter_cell.as_mut_ptr().cast(), "counter"),
+            (out_cell.as_mut_ptr().cast(), "out"),
+        ];
+        for (place, what) in places {
+            let options = within(place, 1);
+            let status = unsafe {
+                mfc_stream_open_epoch(
+                    &mut storage,
+                    blob_bytes.as_ptr(),
+                    blob_bytes.len(),
+                    DIM,
+                    ws.as_mut_ptr(),
+                    ws_len,
+                    root.as_ptr().cast(),
+                    counter_cell.as_ptr(),
+                    &options,
+                    out_cell.as_mut_ptr(),
+                )
+            };
+            assert_eq!(status, MfcStatus::Overlap, "scratch over the {what}");
+        }
+        assert!(out_cell.iter().all(|p| p.is_null()));
+        assert!(stream.is_null());
+        assert!(storage.words.iter().all(|&w| w == 0));
+        // The workspace's free tail as scratch: fine.
+        let tail = ws.as_mut_ptr().wrapping_add(ws_len + 1);
+        let tail = tail
+            .wrapping_add(tail.cast::<u8>().align_offset(8) / 4)
+            .cast::<f64>();
+        let options = within(tail, scratch_len(blob));
+        let status = status_with(&mut storage, &mut ws, &options, &mut stream);
+        assert_eq!(status, MfcStatus::Ok);
+        // SAFETY: just opened.
+        assert_eq!(unsafe { mfc_stream_verdict(stream) }, MfcVerdict::Verified);
+        assert_eq!(unsafe { mfc_stream_close(stream) }, MfcStatus::Ok);
+    }
+
+    /// Issue 27: `mfc_verify`'s `scratch` and `bound` must not overlap the blob or each other
+    /// (`Overlap`), and must be aligned (`InvalidArgument`), as must `mfc_verify_scratch_len`'s
+    /// and `mfc_workspace_len`'s `out`; nothing is written then. Its statuses: the bound of an
+    /// honest blob, `SensitivityUnderstated` for one lowered by 1%, and the scratch and budget
+    /// shortfalls by name.
+    #[test]
+    fn mfc_verify_checks_its_pointers_and_names_what_falls_short() {
+        let blob = BLOBS[2];
+        let needed = scratch_len(blob);
+        assert!(needed > 0);
+        // The blob in 8-aligned memory, followed by room for scratch and a bound.
+        let words = blob.len().div_ceil(8);
+        // (A spare word at the end: a misaligned write there stays inside.)
+        let mut memory = vec![0u64; words + needed + 3];
+        let base = memory.as_mut_ptr();
+        // SAFETY: views of `memory`'s first bytes.
+        unsafe { core::slice::from_raw_parts_mut(base.cast::<u8>(), blob.len()) }
+            .copy_from_slice(blob);
+        let blob_ptr = base.cast_const().cast::<u8>();
+        let scratch = base.wrapping_add(words).cast::<f64>();
+        let bound = base.wrapping_add(words + needed + 1).cast::<f64>();
+        let verify = |scratch: *mut f64, len: usize, ops: u64, bound: *mut f64| unsafe {
+            // SAFETY: pointers into `memory`, valid for the lengths given.
+            mfc_verify(blob_ptr, blob.len(), scratch, len, ops, bound)
+        };
+        let sentinel = -1.0f64;
+        // SAFETY: inside `memory`.
+        unsafe { bound.write(sentinel) };
+        let in_blob = base.cast::<f64>();
+        let misaligned = bound.cast::<u8>().wrapping_sub(4).cast::<f64>();
+        assert_eq!(verify(in_blob, needed, 0, bound), MfcStatus::Overlap);
+        assert_eq!(verify(scratch, needed, 0, in_blob), MfcStatus::Overlap);
+        assert_eq!(
+            verify(scratch, needed, 0, scratch.wrapping_add(needed - 1)),
+            MfcStatus::Overlap
+        );
+        assert_eq!(
+            verify(scratch, needed, 0, misaligned),
+            MfcStatus::InvalidArgument
+        );
+        let scratch_off = scratch.cast::<u8>().wrapping_add(4).cast::<f64>();
+        assert_eq!(
+            verify(scratch_off, needed - 1, 0, bound),
+            MfcStatus::InvalidArgument
+        );
+        assert_eq!(
+            verify(core::ptr::null_mut(), needed, 0, bound),
+            MfcStatus::InvalidArgument
+        );
+        // SAFETY: inside `memory`.
+        assert_eq!(unsafe { bound.read() }, sentinel, "nothing written");
+        // Shortfalls by name, then the bound.
+        assert_eq!(
+            verify(scratch, needed - 1, 0, bound),
+            MfcStatus::VerifyScratchTooSmall
+        );
+        assert_eq!(
+            verify(scratch, needed, 1, bound),
+            MfcStatus::VerifyOverBudget
+        );
+        assert_eq!(verify(scratch, needed, 0, bound), MfcStatus::Ok);
+        let m = Mechanism::from_bytes(blob).unwrap();
+        // SAFETY: inside `memory`.
+        let b = unsafe { bound.read() };
+        assert!(b > 0.0 && b <= m.header.sensitivity.value, "{b}");
+        let lowered = forged(blob, |m| m.header.sensitivity.value *= 0.99);
+        let mut room = vec![0.0f64; needed];
+        // SAFETY: live buffers of the lengths given.
+        let status = unsafe {
+            mfc_verify(
+                lowered.as_ptr(),
+                lowered.len(),
+                room.as_mut_ptr(),
+                needed,
+                0,
+                core::ptr::null_mut(),
+            )
+        };
+        assert_eq!(status, MfcStatus::SensitivityUnderstated);
+        // The outputs of the size queries: aligned, and not in the blob.
+        let out_in_blob = base.cast::<usize>();
+        let out_off = bound.cast::<u8>().wrapping_add(1).cast::<usize>();
+        for out in [out_in_blob, out_off] {
+            let expected = if out == out_in_blob {
+                MfcStatus::Overlap
+            } else {
+                MfcStatus::InvalidArgument
+            };
+            // SAFETY: pointers into `memory`.
+            let statuses = unsafe {
+                [
+                    mfc_verify_scratch_len(blob_ptr, blob.len(), out),
+                    mfc_workspace_len(blob_ptr, blob.len(), DIM, out),
+                ]
+            };
+            assert_eq!(statuses, [expected; 2]);
+        }
+        // SAFETY: inside `memory`: the blob is intact.
+        let intact = unsafe { core::slice::from_raw_parts(blob_ptr, blob.len()) };
+        assert_eq!(intact, blob);
     }
 
     /// `input` and `release` in one buffer (the same, or overlapping by one float), or a row in
@@ -917,7 +1881,7 @@ mod tests {
     fn aliased_buffers_are_refused() {
         let blob = BLOBS[0];
         let mut ws = vec![0.0f32; workspace_len(blob)];
-        let mut storage = storage();
+        let mut storage = fresh_storage();
         let counter = MfcCounter {
             epoch: 1,
             released: 0,
@@ -987,7 +1951,7 @@ mod tests {
             MfcStatus::Ok
         );
         assert!(written > 0 && written <= slot.len());
-        unsafe { mfc_stream_close(stream) };
+        assert_eq!(unsafe { mfc_stream_close(stream) }, MfcStatus::Ok);
         // `*out` of open inside the workspace or the storage: refused before anything is built.
         for place in [
             ws.as_mut_ptr().cast::<*mut MfcStream>(),
@@ -1003,6 +1967,7 @@ mod tests {
                     ws.len(),
                     ROOT.as_ptr(),
                     &counter,
+                    core::ptr::null(),
                     place,
                 )
             };
@@ -1023,7 +1988,7 @@ mod tests {
         slot[20] ^= 1;
         assert_eq!(restore(slot.as_ptr(), written), MfcStatus::Ok);
         assert_eq!(unsafe { mfc_stream_steps_released(stream) }, 1);
-        unsafe { mfc_stream_close(stream) };
+        assert_eq!(unsafe { mfc_stream_close(stream) }, MfcStatus::Ok);
     }
 
     /// The stream object fits the storage the header declares; a corrupted blob and epoch 0
@@ -1035,32 +2000,22 @@ mod tests {
         let at = corrupt.len() / 2;
         corrupt[at] ^= 0x10;
         let mut ws = vec![0.0f32; 256];
-        let mut storage = storage();
+        let mut storage = fresh_storage();
         let mut stream: *mut MfcStream = core::ptr::null_mut();
-        let open_with = |blob: &[u8],
-                         epoch: u64,
-                         ws: &mut [f32],
-                         storage: &mut MfcStreamStorage,
-                         out: &mut *mut MfcStream| unsafe {
+        let open_with_epoch = |blob: &[u8],
+                               epoch: u64,
+                               ws: &mut [f32],
+                               storage: &mut MfcStreamStorage,
+                               out: &mut *mut MfcStream| {
             let counter = MfcCounter { epoch, released: 0 };
-            mfc_stream_open_epoch(
-                storage,
-                blob.as_ptr(),
-                blob.len(),
-                DIM,
-                ws.as_mut_ptr(),
-                ws.len(),
-                ROOT.as_ptr(),
-                &counter,
-                out,
-            )
+            open_with(storage, blob, ws, &counter, core::ptr::null(), out)
         };
         assert_eq!(
-            open_with(&corrupt, 1, &mut ws, &mut storage, &mut stream),
+            open_with_epoch(&corrupt, 1, &mut ws, &mut storage, &mut stream),
             MfcStatus::InvalidBlob
         );
         assert_eq!(
-            open_with(BLOBS[1], 0, &mut ws, &mut storage, &mut stream),
+            open_with_epoch(BLOBS[1], 0, &mut ws, &mut storage, &mut stream),
             MfcStatus::Refused
         );
         assert!(stream.is_null());

@@ -1,13 +1,206 @@
-//! `mfc_verify`: the runtime's verification of a blob's recorded sensitivity
-//! (`mfc_runtime::verify`) for C callers, before `mfc_stream_new`.
+//! The verification of a blob's recorded sensitivity (`mfc_runtime::verify`) for C callers:
+//! `mfc_verify` on its own, and the admission every `mfc_stream_open*` runs by default —
+//! `mfc_runtime::policy::admit`, the device's policy, with the caller's options
+//! ([`MfcOpenOptions`]): a blob whose recorded sensitivity is understated is refused, one that
+//! cannot be verified is refused unless the caller opts in by name
+//! ([`MFC_OPEN_ALLOW_UNVERIFIED`]), and the outcome stays visible on the stream
+//! ([`MfcVerdict`], `mfc_stream_verdict`).
 
-use mfc_formats::Mechanism;
+use mfc_formats::{Mechanism, Validated};
 use mfc_runtime::Error;
-use mfc_runtime::verify::{self, Verdict};
+use mfc_runtime::policy::{self, Floor, Policy};
+use mfc_runtime::verify::{self, Unverifiable, Verdict};
 
-use crate::{MfcStatus, bytes};
+use crate::{MfcStatus, Span, bytes};
 
-/// The `double`s of scratch `mfc_verify` needs for this blob, written to `*out`.
+/// Admit a blob whose sensitivity could not be verified (its form or schema has no verification
+/// here, the budget or the scratch is too small, or its residual too large to certify), as
+/// `mfc_runtime::policy::Policy::refuse_unverifiable` set to false. The stream's
+/// [`MfcVerdict`] says why. A blob whose recorded sensitivity is *below* the recomputed bound is
+/// refused whatever the flags.
+pub const MFC_OPEN_ALLOW_UNVERIFIED: u32 = 1;
+
+/// With [`MFC_OPEN_ALLOW_UNVERIFIED`], also admit an unverified BLT bound for every horizon
+/// (`mfc compile --horizon unbounded`), as `Policy::admit_unbounded_horizon`: such a stream
+/// never stops, and one whose encoder does not decay releases with a sensitivity growing without
+/// limit. A verified one needs no flag.
+pub const MFC_OPEN_ALLOW_UNVERIFIED_UNBOUNDED_HORIZON: u32 = 2;
+
+/// Do not verify at all (the verdict is `MFC_VERDICT_SKIPPED`): for a device that verified this
+/// very blob once (`mfc_verify`, e.g. at provisioning, where time and scratch are plentiful) and
+/// keeps it where it cannot change (write-protected flash, or a signature checked at boot). The
+/// blob's CRC-32 is still checked; its sensitivity is the compiler's word.
+pub const MFC_OPEN_SKIP_VERIFICATION: u32 = 4;
+
+/// Every flag this library knows; any other bit is refused (`MFC_STATUS_INVALID_ARGUMENT`), so a
+/// flag of a later header is never silently ignored.
+const KNOWN_FLAGS: u32 = MFC_OPEN_ALLOW_UNVERIFIED
+    | MFC_OPEN_ALLOW_UNVERIFIED_UNBOUNDED_HORIZON
+    | MFC_OPEN_SKIP_VERIFICATION;
+
+/// The operations (`mfc_runtime::verify::operations`) a verification may spend when the caller
+/// gives 0: ten million, the budget of the README's device policy. Every blob of the CI and of
+/// the README's device table needs under 10⁵; it covers a banded blob up to `n ≈ 1400` with
+/// `h + 2r = 10` (`n²/2·(h + 2r)`), and bounds what a forged header can cost: well under a
+/// second on a host, and minutes on a 64 MHz Cortex-M4F (2·10⁴–5·10⁴ operations a second in
+/// soft-float `f64`), which should give its own boot budget.
+pub const MFC_VERIFY_DEFAULT_OPERATIONS: u64 = 10_000_000;
+
+/// How `mfc_stream_open*` admit the blob. A null pointer, or all fields zero (`{0}`), is the
+/// default: verify with [`MFC_VERIFY_DEFAULT_OPERATIONS`], the stream's own workspace as scratch,
+/// and refuse what cannot be verified.
+///
+/// Verification needs `mfc_verify_scratch_len` doubles of scratch. With `scratch` null the
+/// library uses the stream's workspace (its 8-aligned part), which the stream does not use until
+/// it is built, after the verification: enough for most blobs under single participation; when
+/// it is too short, open returns `MFC_STATUS_VERIFY_SCRATCH_TOO_SMALL` and the caller passes
+/// scratch here (any memory free during the call, e.g. the checkpoint slot or the stack; not the
+/// blob, workspace, storage or key), or opts out by name.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct MfcOpenOptions {
+    /// `MFC_OPEN_*` flags, or 0.
+    pub flags: u32,
+    /// The most operations the verification may spend; 0 for
+    /// [`MFC_VERIFY_DEFAULT_OPERATIONS`], `UINT64_MAX` for no limit.
+    pub max_operations: u64,
+    /// `scratch_len` writable doubles for the verification, or null for the stream's workspace.
+    pub scratch: *mut f64,
+    /// Doubles at `scratch` (0 when it is null).
+    pub scratch_len: usize,
+}
+
+impl MfcOpenOptions {
+    /// The defaults (what a null options pointer means).
+    pub(crate) const DEFAULT: Self = Self {
+        flags: 0,
+        max_operations: 0,
+        scratch: core::ptr::null_mut(),
+        scratch_len: 0,
+    };
+
+    /// The flags, if every one is known.
+    pub(crate) fn flags(&self) -> Option<u32> {
+        (self.flags & !KNOWN_FLAGS == 0).then_some(self.flags)
+    }
+
+    /// The budget, 0 read as the default.
+    pub(crate) fn max_operations(&self) -> u64 {
+        budget(self.max_operations)
+    }
+}
+
+/// `max_operations`, 0 read as [`MFC_VERIFY_DEFAULT_OPERATIONS`].
+fn budget(max_operations: u64) -> u64 {
+    if max_operations == 0 {
+        MFC_VERIFY_DEFAULT_OPERATIONS
+    } else {
+        max_operations
+    }
+}
+
+/// What the verification at open concluded: `mfc_stream_verdict`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MfcVerdict {
+    /// The recorded sensitivity is at least the bound recomputed from the stored coefficients.
+    Verified = 0,
+    /// Opened with `MFC_OPEN_SKIP_VERIFICATION`: not checked.
+    Skipped = 1,
+    /// Opened with `MFC_OPEN_ALLOW_UNVERIFIED`, not verified, for a reason this header does not
+    /// name.
+    Unverified = 2,
+    /// Not verified: the decoder form has no verification.
+    UnverifiedForm = 3,
+    /// Not verified: the participation schema has no exact verification for this form (e.g.
+    /// the FFT forms under min separation).
+    UnverifiedSchema = 4,
+    /// Not verified: the workload is custom and the blob does not store it.
+    UnverifiedWorkloadNotStored = 5,
+    /// Not verified: it needs more operations than `max_operations`.
+    UnverifiedOverBudget = 6,
+    /// Not verified: the scratch is shorter than `mfc_verify_scratch_len`.
+    UnverifiedScratchTooSmall = 7,
+    /// Not verified: the residual of the solved encoder is too large to certify, a bound is not
+    /// finite, or a BLT bound for every horizon has no contracting power of its state matrix.
+    UnverifiedIllConditioned = 8,
+    /// Null, closed or never opened: no stream.
+    NoStream = 9,
+}
+
+impl From<Unverifiable> for MfcVerdict {
+    fn from(why: Unverifiable) -> Self {
+        match why {
+            Unverifiable::Form => MfcVerdict::UnverifiedForm,
+            Unverifiable::Schema => MfcVerdict::UnverifiedSchema,
+            Unverifiable::WorkloadNotStored => MfcVerdict::UnverifiedWorkloadNotStored,
+            Unverifiable::OverBudget { .. } => MfcVerdict::UnverifiedOverBudget,
+            Unverifiable::ScratchTooSmall { .. } => MfcVerdict::UnverifiedScratchTooSmall,
+            Unverifiable::IllConditioned => MfcVerdict::UnverifiedIllConditioned,
+            _ => MfcVerdict::Unverified,
+        }
+    }
+}
+
+/// The refusal of a blob that could not be verified: what the caller can fix (scratch, budget)
+/// has its own status, the rest is `MFC_STATUS_UNVERIFIABLE`.
+fn refusal(why: Unverifiable) -> MfcStatus {
+    match why {
+        Unverifiable::OverBudget { .. } => MfcStatus::VerifyOverBudget,
+        Unverifiable::ScratchTooSmall { .. } => MfcStatus::VerifyScratchTooSmall,
+        _ => MfcStatus::Unverifiable,
+    }
+}
+
+/// The device's policy (`mfc_runtime::policy::admit`) under `flags`, with `scratch` and the budget
+/// `max_operations`, before any stream is built: the verdict the stream keeps, or the refusal.
+/// No floor on `σ` (the blob's own, which the stream uses; an uncalibrated blob is refused
+/// before, `MFC_STATUS_NOT_CALIBRATED`).
+pub(crate) fn admit(
+    m: &Validated<'_>,
+    flags: u32,
+    scratch: &mut [f64],
+    max_operations: u64,
+) -> Result<MfcVerdict, MfcStatus> {
+    if flags & MFC_OPEN_SKIP_VERIFICATION != 0 {
+        return Ok(MfcVerdict::Skipped);
+    }
+    let policy = Policy {
+        floor: Floor::NoiseMultiplier { min: 0.0 },
+        max_operations,
+        refuse_unverifiable: flags & MFC_OPEN_ALLOW_UNVERIFIED == 0,
+        admit_unbounded_horizon: flags & MFC_OPEN_ALLOW_UNVERIFIED_UNBOUNDED_HORIZON != 0,
+    };
+    match policy::admit(m, None, &policy, scratch) {
+        Ok(Verdict::Verified { .. }) => Ok(MfcVerdict::Verified),
+        Ok(Verdict::Unverifiable(why)) => Ok(why.into()),
+        // The policy's refusal does not say why the blob could not be verified; what the caller
+        // can change is found without running the verification again.
+        Err(Error::SensitivityUnverified) => Err(unverified_why(m, scratch.len(), max_operations)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Why `m` could not be verified with `scratch_len` doubles and `max_operations`, as far as it is
+/// known before running the verification: the scratch, then the budget
+/// (`mfc_runtime::verify::sensitivity_bound` checks them in the other order, but a blob short of
+/// both needs both); a BLT bound for every horizon counts its operations as it runs, so its
+/// exhausted budget is `MFC_STATUS_UNVERIFIABLE` like its other failures.
+fn unverified_why(m: &Validated<'_>, scratch_len: usize, max_operations: u64) -> MfcStatus {
+    let needed = verify::scratch_len(m);
+    if needed > scratch_len {
+        return refusal(Unverifiable::ScratchTooSmall { needed });
+    }
+    match verify::operations(m) {
+        Some(operations) if operations > max_operations => {
+            refusal(Unverifiable::OverBudget { operations })
+        }
+        _ => MfcStatus::Unverifiable,
+    }
+}
+
+/// The `double`s of scratch `mfc_verify` (and the verification of `mfc_stream_open*`) needs for
+/// this blob, written to `*out`.
 ///
 /// # Safety
 /// `blob` must point to `blob_len` readable bytes and `out` to a writable `size_t`.
@@ -18,12 +211,19 @@ pub unsafe extern "C" fn mfc_verify_scratch_len(
     out: *mut usize,
 ) -> MfcStatus {
     // SAFETY: the caller's contract above.
-    let (Some(blob), false) = (unsafe { bytes(blob, blob_len) }, out.is_null()) else {
+    let Some(blob) = (unsafe { bytes(blob, blob_len) }) else {
         return MfcStatus::InvalidArgument;
     };
+    let Some(out_span) = Span::of(out.cast_const(), 1).filter(|_| !out.is_null()) else {
+        return MfcStatus::InvalidArgument;
+    };
+    if out_span.overlaps(Span::of_bytes(blob)) {
+        return MfcStatus::Overlap;
+    }
     match Mechanism::from_bytes(blob) {
         Ok(m) => {
-            // SAFETY: `out` is non-null and writable by the caller's contract.
+            // SAFETY: non-null, aligned (`Span::of`), writable by the caller's contract, and not
+            // in the blob (checked), which is no longer read.
             unsafe { out.write(verify::scratch_len(&m)) };
             MfcStatus::Ok
         }
@@ -32,15 +232,19 @@ pub unsafe extern "C" fn mfc_verify_scratch_len(
 }
 
 /// Recomputes the blob's sensitivity from its stored coefficients, with at most
-/// `max_operations` operations and `scratch` (`scratch_len` doubles, see
-/// `mfc_verify_scratch_len`). Returns `MFC_STATUS_OK` and writes the bound to `*bound` when the
-/// recorded sensitivity is at least the bound, `MFC_STATUS_SENSITIVITY_UNDERSTATED` when it is
-/// below (refuse the blob), and `MFC_STATUS_UNVERIFIABLE` when the bound could not be computed
-/// (the caller's policy decides). `bound` may be null.
+/// `max_operations` operations (0: `MFC_VERIFY_DEFAULT_OPERATIONS`, `UINT64_MAX`: no limit) and
+/// `scratch` (`scratch_len` doubles, see `mfc_verify_scratch_len`). Returns `MFC_STATUS_OK` and
+/// writes the bound to `*bound` when the recorded sensitivity is at least the bound,
+/// `MFC_STATUS_SENSITIVITY_UNDERSTATED` when it is below (refuse the blob), and when the bound
+/// could not be computed (the caller's policy decides): `MFC_STATUS_VERIFY_SCRATCH_TOO_SMALL`,
+/// `MFC_STATUS_VERIFY_OVER_BUDGET`, or `MFC_STATUS_UNVERIFIABLE` (the form, schema or
+/// conditioning of the blob). `bound` may be null. `scratch`, `bound` and the blob must not
+/// share memory (`MFC_STATUS_OVERLAP`); `scratch` and `bound` must be aligned for `double`
+/// (`MFC_STATUS_INVALID_ARGUMENT`).
 ///
 /// # Safety
 /// `blob` must point to `blob_len` readable bytes, `scratch` to `scratch_len` writable doubles
-/// (or be null with `scratch_len` 0) not overlapping the blob, and `bound` be null or writable.
+/// (or be null with `scratch_len` 0), and `bound` be null or writable.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn mfc_verify(
     blob: *const u8,
@@ -54,27 +258,47 @@ pub unsafe extern "C" fn mfc_verify(
     let Some(blob) = (unsafe { bytes(blob, blob_len) }) else {
         return MfcStatus::InvalidArgument;
     };
+    let blob_span = Span::of_bytes(blob);
+    let Some(scratch_span) = Span::of(scratch.cast_const(), scratch_len) else {
+        return MfcStatus::InvalidArgument;
+    };
+    if scratch.is_null() && scratch_len != 0 {
+        return MfcStatus::InvalidArgument;
+    }
+    let bound_span = if bound.is_null() {
+        None
+    } else {
+        let Some(span) = Span::of(bound.cast_const(), 1) else {
+            return MfcStatus::InvalidArgument;
+        };
+        Some(span)
+    };
+    if scratch_span.overlaps(blob_span)
+        || bound_span.is_some_and(|b| b.overlaps(blob_span) || b.overlaps(scratch_span))
+    {
+        return MfcStatus::Overlap;
+    }
     let scratch: &mut [f64] = if scratch_len == 0 {
         &mut []
-    } else if scratch.is_null() || !scratch.is_aligned() || scratch_len > isize::MAX as usize / 8 {
-        return MfcStatus::InvalidArgument;
     } else {
-        // SAFETY: non-null, aligned and valid for `scratch_len` doubles by the caller's contract.
+        // SAFETY: non-null, aligned and of a size that fits `isize` (`Span::of`), valid for
+        // `scratch_len` doubles by the caller's contract, and disjoint from the blob (checked).
         unsafe { core::slice::from_raw_parts_mut(scratch, scratch_len) }
     };
     let m = match Mechanism::from_bytes(blob) {
         Ok(m) => m,
         Err(e) => return Error::from(e).into(),
     };
-    match verify::verify(&m, scratch, max_operations) {
+    match verify::verify(&m, scratch, budget(max_operations)) {
         Ok(Verdict::Verified { bound: b, .. }) => {
             if !bound.is_null() {
-                // SAFETY: non-null and writable by the caller's contract.
+                // SAFETY: non-null, aligned, writable by the caller's contract, and disjoint from
+                // the blob and the scratch (checked).
                 unsafe { bound.write(b) };
             }
             MfcStatus::Ok
         }
-        Ok(Verdict::Unverifiable(_)) => MfcStatus::Unverifiable,
+        Ok(Verdict::Unverifiable(why)) => refusal(why),
         Err(e) => e.into(),
     }
 }

@@ -1,7 +1,8 @@
 /*
  * Startup of the bare-metal C firmware (Cortex-M4F, MPS2-AN386 under QEMU): the vector table, a
  * reset handler that enables the FPU (libmfc is built for the hard-float ABI), copies .data and
- * zeroes .bss before main, and the semihosting calls the firmware prints and exits with.
+ * zeroes .bss before main, a SysTick handler counting the counter's wraps (for bench.c), and the
+ * semihosting calls the firmware prints and exits with.
  */
 #include <stdint.h>
 
@@ -28,6 +29,13 @@ static void fault_handler(void) {
     semihosting_exit(3);
 }
 
+/* SysTick wraps (bench.c enables its interrupt to time calls longer than its 24-bit counter). */
+volatile uint32_t systick_wraps;
+
+static void systick_handler(void) {
+    systick_wraps++;
+}
+
 __attribute__((section(".vectors"), used)) static const void *const vectors[16] = {
     _stack_top,      /* initial stack pointer */
     reset_handler,   /* reset */
@@ -36,4 +44,5 @@ __attribute__((section(".vectors"), used)) static const void *const vectors[16] 
     fault_handler,   /* MemManage */
     fault_handler,   /* BusFault */
     fault_handler,   /* UsageFault */
+    [15] = systick_handler, /* SysTick */
 };
