@@ -99,4 +99,23 @@ for blob in target/capi/fft-min-sep{,-halved}.mfc; do
   expect "$blob" ALLOW_UNVERIFIED OK UNVERIFIED_SCHEMA
   expect "$blob" SKIP_VERIFICATION OK SKIPPED
 done
+# The forged-blob suite (tests/src/forge.rs: lowered sensitivities steered into the unverifiable
+# class by each route, and {k: 1} relabels), as the Rust suite and mfc simulate check it.
+cargo run --release -q -p mfc-tests --bin forge-blobs -- target/capi/forged 2>/dev/null
+while IFS=$'\t' read -r name expected _; do
+  blob=target/capi/forged/$name.mfc
+  case "$expected" in
+    verified) expect "$blob" default OK VERIFIED ;;
+    unverifiable)
+      # The C library's default budget is 10^7 operations: the over-budget blob says so.
+      status=UNVERIFIABLE
+      [[ "$name" == *over-budget* ]] && status=VERIFY_OVER_BUDGET
+      expect "$blob" default "$status"
+      expect "$blob" ALLOW_UNVERIFIED OK ;;
+    understated)
+      expect "$blob" default SENSITIVITY_UNDERSTATED
+      expect "$blob" ALLOW_UNVERIFIED+ALLOW_UNVERIFIED_UNBOUNDED_HORIZON SENSITIVITY_UNDERSTATED ;;
+    *) echo "forged index: unknown outcome $expected" >&2; exit 1 ;;
+  esac
+done < target/capi/forged/index.tsv
 target/admit-c "$list"

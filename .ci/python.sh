@@ -30,6 +30,10 @@ fi
 "$venv/bin/pip" install -q --upgrade pip
 "$venv/bin/pip" install -q "./compiler/python[test]"
 
+echo "== python: the forged-blob suite (issue 27) for the front-door tests"
+export MFC_FORGED_DIR="$scratch/forged"
+cargo run --release -q -p mfc-tests --bin forge-blobs -- "$MFC_FORGED_DIR" 2>/dev/null
+
 echo "== python: pytest"
 # Run from outside the source tree: the installed package is what is tested.
 (cd compiler/python/tests && "$venv/bin/python" -m pytest -q -p no:cacheprovider .)

@@ -34,6 +34,12 @@ pub(crate) fn header_report(m: &Validated<'_>, blob_len: usize) -> Result<serde_
         mfc_formats::Workload::Custom { label } => format!("custom ({label})"),
         _ => "unknown".to_string(),
     };
+    // (ε, δ) derived from σ at the stored δ, as `mfc inspect` prints it; a stored ε below it is
+    // a false claim and the blob is refused.
+    let derived = match h.calibration {
+        Some(c) => mfc_compiler::report::derived_privacy(&c)?,
+        None => None,
+    };
     Ok(serde_json::json!({
         "form": form_name(m),
         "blob_bytes": blob_len,
@@ -48,8 +54,8 @@ pub(crate) fn header_report(m: &Validated<'_>, blob_len: usize) -> Result<serde_
         "sensitivity_exact": h.sensitivity.method.is_exact(),
         "clip_norm": h.clip_norm,
         "noise_multiplier": h.calibration.map(|c| c.noise_multiplier),
-        "epsilon": h.calibration.and_then(|c| c.target).map(|t| t.epsilon),
-        "delta": h.calibration.and_then(|c| c.target).map(|t| t.delta),
+        "epsilon": derived.map(|(e, _)| e),
+        "delta": derived.map(|(_, d)| d),
         "sqrt_loss": h.error.sqrt_loss,
         "optimal_sqrt_loss": h.error.optimal_sqrt_loss,
         "max_step_stddev": h.error.max_step_stddev,

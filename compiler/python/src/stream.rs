@@ -256,23 +256,24 @@ impl Stream {
         // The device's check (with the GIL released: it may take seconds), then its policy: an
         // understated sensitivity is refused, an unverifiable one unless allowed by name.
         let verification = py.detach(|| mfc_compiler::verdict::check(&m));
-        if let Some(e) = verification.refusal {
-            return Err(Error::Runtime(e).into());
-        }
-        privacy.verified = verification.json["verdict"] == "verified";
-        privacy.verification = verification.text.clone();
         let reason = verification.json["reason"]
             .as_str()
             .unwrap_or("the device's check did not verify it")
             .to_string();
-        if !privacy.verified && !allow_unverified {
-            return Err(Error::Refused(format!(
-                "the blob's recorded sensitivity is unverifiable ({reason}), and a device's \
-                 policy refuses such a blob: pass allow_unverified=True to stream it anyway \
-                 (its (ε, δ) then rests on a sensitivity nobody checked)"
-            ))
-            .into());
+        match verification.admit(&m, allow_unverified) {
+            Err(mfc_runtime::Error::SensitivityUnverified) => {
+                return Err(Error::Refused(format!(
+                    "the blob's recorded sensitivity is unverifiable ({reason}), and a device's \
+                     policy refuses such a blob: pass allow_unverified=True to stream it anyway \
+                     (its (ε, δ) then rests on a sensitivity nobody checked)"
+                ))
+                .into());
+            }
+            Err(e) => return Err(Error::Runtime(e).into()),
+            Ok(()) => {}
         }
+        privacy.verified = verification.json["verdict"] == "verified";
+        privacy.verification = verification.text.clone();
 
         let takes_inputs = takes_inputs(&m);
         let clip_norm = m.header.clip_norm;
@@ -426,15 +427,10 @@ impl Stream {
                 .as_slice_mut()
                 .map_err(|e| Error::Value(format!("internal: {e}")))?;
             let inner = &mut self.inner;
+            // The runtime names the example and the coordinate (`NonFiniteExample`,
+            // `ExampleTooLarge`).
             py.detach(|| inner.with(|s| s.step_examples(values, release)))
-                .map_err(|e| match e {
-                    mfc_runtime::Error::NonFiniteInput { index } => Error::Refused(format!(
-                        "step_examples: example {}, coordinate {}: the value is not finite",
-                        index / d,
-                        index % d
-                    )),
-                    e => Error::Runtime(e),
-                })?;
+                .map_err(|e| Error::Refused(format!("step_examples: {e}")))?;
         }
         Ok(out.into_any())
     }

@@ -70,3 +70,26 @@ def mfc_binary():
             check=True,
         )
     return str(binary)
+
+
+@pytest.fixture(scope="session")
+def forged_blobs(tmp_path_factory):
+    """The forged-blob suite of issue 27 (`tests/src/forge.rs`): `[(name, expected, path)]`, from
+    MFC_FORGED_DIR (written by `.ci/python.sh`) or written here with `cargo run -p mfc-tests --bin
+    forge-blobs`."""
+    given = os.environ.get("MFC_FORGED_DIR")
+    if given:
+        directory = Path(given)
+    else:
+        cargo = shutil.which("cargo")
+        if cargo is None:
+            pytest.fail("the forged blobs are needed (set MFC_FORGED_DIR or install cargo)")
+        directory = tmp_path_factory.mktemp("forged")
+        subprocess.run(
+            [cargo, "run", "--release", "-q", "-p", "mfc-tests", "--bin", "forge-blobs", "--",
+             str(directory)],
+            cwd=REPO,
+            check=True,
+        )
+    rows = [line.split("\t") for line in (directory / "index.tsv").read_text().splitlines()]
+    return [(name, expected, directory / f"{name}.mfc") for name, expected, _ in rows]

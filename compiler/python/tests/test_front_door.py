@@ -147,11 +147,16 @@ def test_step_examples_names_the_example_and_the_coordinate(mechanisms):
     s, twin = mfc.Stream(m, D, seed=SEED), mfc.Stream(m, D, seed=SEED)
     examples = np.ones((4, D), np.float32)
     examples[2, 3] = np.inf
-    with pytest.raises(mfc.StreamError, match="example 2, coordinate 3: the value is not finite"):
+    with pytest.raises(mfc.StreamError, match="step_examples: example 2, coordinate 3 is not finite"):
         s.step_examples(examples)
     # Column-major: the same example and coordinate (logical, not memory, order).
     with pytest.raises(mfc.StreamError, match="example 2, coordinate 3"):
         s.step_examples(np.asfortranarray(examples))
+    # Beyond 2^96·ζ an example is refused by name, not zeroed without a word.
+    huge = np.ones((4, D), np.float32)
+    huge[1, 2] = -1e30
+    with pytest.raises(mfc.StreamError, match=r"example 1, coordinate 2 exceeds 2\^96·ζ"):
+        s.step_examples(huge)
     x = np.ones(D, np.float32)
     assert s.steps_released == 0 and np.array_equal(s.step(x), twin.step(x))
 
@@ -281,3 +286,30 @@ def test_calibrate_names_the_option_and_its_range():
     ]:
         with pytest.raises(mfc.CompileError, match=match):
             mfc.calibrate(**kwargs)
+
+
+def test_the_forged_blobs_get_the_device_s_outcome(forged_blobs):
+    """Issue 27: each forged blob (a lowered sensitivity steered into the unverifiable class, or a
+    {k: 1} relabel) is streamed, refused unless allowed by name, or refused whatever the opt-in,
+    exactly as the device's policy says (tests/tests/forged.rs checks the same in Rust)."""
+    assert len(forged_blobs) >= 12
+    outcomes = {"verified": 0, "unverifiable": 0, "understated": 0}
+    for name, expected, path in forged_blobs:
+        m = mfc.Mechanism.load(path)
+        outcomes[expected] += 1
+        if expected == "verified":
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                s = mfc.Stream(m, 2, seed=SEED)
+            assert s.privacy["verified"] is True, name
+        elif expected == "unverifiable":
+            with pytest.raises(mfc.StreamError, match=r"pass allow_unverified=True"):
+                mfc.Stream(m, 2, seed=SEED)
+            with pytest.warns(UserWarning, match=r"allow_unverified=True"):
+                s = mfc.Stream(m, 2, seed=SEED, allow_unverified=True)
+            assert s.privacy["verified"] is False, name
+        else:
+            for allow in (False, True):
+                with pytest.raises(mfc.StreamError, match=r"below the bound"):
+                    mfc.Stream(m, 2, seed=SEED, allow_unverified=allow)
+    assert all(count > 0 for count in outcomes.values()), outcomes

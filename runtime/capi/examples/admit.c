@@ -49,6 +49,7 @@ static const char *status_name(MfcStatus s) {
     case MFC_STATUS_RESTORE_REQUIRED: return "RESTORE_REQUIRED";
     case MFC_STATUS_VERIFY_SCRATCH_TOO_SMALL: return "VERIFY_SCRATCH_TOO_SMALL";
     case MFC_STATUS_VERIFY_OVER_BUDGET: return "VERIFY_OVER_BUDGET";
+    case MFC_STATUS_NON_FINITE_RELEASE: return "NON_FINITE_RELEASE";
     }
     return "?";
 }

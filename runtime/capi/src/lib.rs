@@ -75,7 +75,8 @@ pub enum MfcStatus {
     UnsupportedDecoder = 3,
     /// A row does not have the stream's dimension, or the dimension is invalid.
     DimensionMismatch = 4,
-    /// An input coordinate is NaN or infinite.
+    /// An input coordinate (of the row, or of one of the step's examples) is NaN or infinite,
+    /// or its magnitude exceeds `2^96·ζ`, beyond the range the runtime clips exactly.
     NonFiniteInput = 5,
     /// Every step of the horizon has been released.
     StreamFinished = 6,
@@ -124,6 +125,10 @@ pub enum MfcStatus {
     /// The verification needs more operations than `max_operations`
     /// (`MFC_VERIFY_DEFAULT_OPERATIONS` when 0): raise it, or opt out by name.
     VerifyOverBudget = 22,
+    /// The step's release would not be finite: the blob's encoder has an inverse that grows
+    /// without bound (an unstable BandMF encoder). The state is unchanged and every later step
+    /// is refused too: the blob is unusable.
+    NonFiniteRelease = 23,
 }
 
 impl From<Error> for MfcStatus {
@@ -134,7 +139,11 @@ impl From<Error> for MfcStatus {
             Error::DimensionMismatch { .. } | Error::InvalidDimension => {
                 MfcStatus::DimensionMismatch
             }
-            Error::NonFiniteInput { .. } => MfcStatus::NonFiniteInput,
+            Error::NonFiniteInput { .. }
+            | Error::NonFiniteExample { .. }
+            | Error::InputTooLarge { .. }
+            | Error::ExampleTooLarge { .. } => MfcStatus::NonFiniteInput,
+            Error::NonFiniteRelease { .. } => MfcStatus::NonFiniteRelease,
             Error::StreamFinished { .. } => MfcStatus::StreamFinished,
             Error::WorkspaceTooSmall { .. } => MfcStatus::WorkspaceTooSmall,
             Error::NotCalibrated => MfcStatus::NotCalibrated,

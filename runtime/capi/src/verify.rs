@@ -8,7 +8,7 @@
 
 use mfc_formats::{Mechanism, Validated};
 use mfc_runtime::Error;
-use mfc_runtime::policy::{self, Floor, Policy};
+use mfc_runtime::policy::{Floor, Policy};
 use mfc_runtime::verify::{self, Unverifiable, Verdict};
 
 use crate::{MfcStatus, Span, bytes};
@@ -152,10 +152,12 @@ fn refusal(why: Unverifiable) -> MfcStatus {
     }
 }
 
-/// The device's policy (`mfc_runtime::policy::admit`) under `flags`, with `scratch` and the budget
-/// `max_operations`, before any stream is built: the verdict the stream keeps, or the refusal.
-/// No floor on `σ` (the blob's own, which the stream uses; an uncalibrated blob is refused
-/// before, `MFC_STATUS_NOT_CALIBRATED`).
+/// The device's policy (`mfc_runtime::policy`: the verification, then `Policy::decide`) under
+/// `flags`, with `scratch` and the budget `max_operations`, before any stream is built: the
+/// verdict the stream keeps, or the refusal, which says what the caller can change (scratch,
+/// budget) when that is why the blob could not be verified. No floor on `σ` (the blob's own,
+/// which the stream uses; an uncalibrated blob is refused before, `MFC_STATUS_NOT_CALIBRATED`),
+/// so the floor's analytic-Gaussian code is not linked.
 pub(crate) fn admit(
     m: &Validated<'_>,
     flags: u32,
@@ -171,31 +173,16 @@ pub(crate) fn admit(
         refuse_unverifiable: flags & MFC_OPEN_ALLOW_UNVERIFIED == 0,
         admit_unbounded_horizon: flags & MFC_OPEN_ALLOW_UNVERIFIED_UNBOUNDED_HORIZON != 0,
     };
-    match policy::admit(m, None, &policy, scratch) {
+    let verdict = verify::verify(m, scratch, max_operations);
+    let why = match verdict {
+        Ok(Verdict::Unverifiable(why)) => Some(why),
+        _ => None,
+    };
+    match policy.decide(m, verdict) {
         Ok(Verdict::Verified { .. }) => Ok(MfcVerdict::Verified),
         Ok(Verdict::Unverifiable(why)) => Ok(why.into()),
-        // The policy's refusal does not say why the blob could not be verified; what the caller
-        // can change is found without running the verification again.
-        Err(Error::SensitivityUnverified) => Err(unverified_why(m, scratch.len(), max_operations)),
+        Err(Error::SensitivityUnverified) => Err(why.map_or(MfcStatus::Unverifiable, refusal)),
         Err(e) => Err(e.into()),
-    }
-}
-
-/// Why `m` could not be verified with `scratch_len` doubles and `max_operations`, as far as it is
-/// known before running the verification: the scratch, then the budget
-/// (`mfc_runtime::verify::sensitivity_bound` checks them in the other order, but a blob short of
-/// both needs both); a BLT bound for every horizon counts its operations as it runs, so its
-/// exhausted budget is `MFC_STATUS_UNVERIFIABLE` like its other failures.
-fn unverified_why(m: &Validated<'_>, scratch_len: usize, max_operations: u64) -> MfcStatus {
-    let needed = verify::scratch_len(m);
-    if needed > scratch_len {
-        return refusal(Unverifiable::ScratchTooSmall { needed });
-    }
-    match verify::operations(m) {
-        Some(operations) if operations > max_operations => {
-            refusal(Unverifiable::OverBudget { operations })
-        }
-        _ => MfcStatus::Unverifiable,
     }
 }
 

@@ -43,15 +43,18 @@
 //! | FFT OptimalDecoder, `s` stamps | single | `‖ŷ‖/(1 − ‖M̂T̂ − I‖₁)`, the residual of the stored generator bounded in `O(m²)` ([`fft`]) | `11m²` | `18m` |
 //! | FFT, both kinds | fixed epoch order, Gram `≥ 0` on the patterns (Circulant: or `AbsoluteGramBound` recorded) | `max_π 1ᵀ\|X[π, π]\|1` of the block-diagonal Gram, signs certified ([`fft`]) | the above `+ n·k'²·2m` (Circulant), `+ n·k'²` (OptimalDecoder) | `18m` |
 //!
-//! with `k' = min(k, ⌈n/b⌉)` and `m` the FFT block. Everything else is [`Unverifiable`]: the FFT
+//! with `k' = min(k, ⌈n/b⌉)` and `m` the FFT block; a schema with `k' = 1` (at most one
+//! participation fits in the `n` steps) is single participation and verified as such. Everything
+//! else is [`Unverifiable`]: the FFT
 //! forms under min separation or with a Gram not certified non-negative on a pattern (the
 //! compiler's value then comes from a search or a spectral bound on the dense encoder), the
 //! banded form for a custom workload (the blob does not store `A`), a BandMF encoder with more
 //! bands than the separation, a residual too large to certify, and any case whose operations
 //! exceed the caller's budget or whose scratch is short. Refusing or accepting such a blob is the
 //! caller's policy
-//! ([`Verdict::Unverifiable`], [`crate::policy`]); verification never refuses a blob it could
-//! not check.
+//! ([`Verdict::Unverifiable`], [`crate::policy`]), after one more check: the recorded value must
+//! be at least the certified **lower** bound of [`lower`] (a column, a pivot, the head of a BLT's
+//! encoder), which refuses gross understatement even where no upper bound can be certified.
 
 use mfc_formats::{
     BandMfKind, Decoder, F32Table, Neighbouring, Participation, SensitivityMethod, Validated,
