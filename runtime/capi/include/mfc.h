@@ -51,7 +51,8 @@ typedef enum MfcStatus {
   MFC_STATUS_UNSUPPORTED_DECODER = 3,
   // A row does not have the stream's dimension, or the dimension is invalid.
   MFC_STATUS_DIMENSION_MISMATCH = 4,
-  // An input coordinate is NaN or infinite.
+  // An input coordinate (of the row, or of one of the step's examples) is NaN or infinite,
+  // or its magnitude exceeds `2^96·ζ`, beyond the range the runtime clips exactly.
   MFC_STATUS_NON_FINITE_INPUT = 5,
   // Every step of the horizon has been released.
   MFC_STATUS_STREAM_FINISHED = 6,
@@ -100,6 +101,10 @@ typedef enum MfcStatus {
   // The verification needs more operations than `max_operations`
   // (`MFC_VERIFY_DEFAULT_OPERATIONS` when 0): raise it, or opt out by name.
   MFC_STATUS_VERIFY_OVER_BUDGET = 22,
+  // The step's release would not be finite: the blob's encoder has an inverse that grows
+  // without bound (an unstable BandMF encoder). The state is unchanged and every later step
+  // is refused too: the blob is unusable.
+  MFC_STATUS_NON_FINITE_RELEASE = 23,
 } MfcStatus;
 
 // What the verification at open concluded: `mfc_stream_verdict`.
