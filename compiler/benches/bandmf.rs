@@ -12,11 +12,13 @@
 
 use std::time::Instant;
 
-use mfc_compiler::banded_toeplitz::ToeplitzProblem;
-use mfc_compiler::bandmf::{BandMfKind, BandMfOptions, Bands, CompiledBandMf, compile_bandmf};
-use mfc_compiler::mechanism::{CompileOptions, optimal_gram};
-use mfc_compiler::participation::Participation;
-use mfc_compiler::toeplitz::{optimize_blt, toeplitz_sensitivity};
+use mfc_compiler::forms::banded::{CompileOptions, optimal_gram};
+use mfc_compiler::forms::bandmf::{
+    BandMfKind, BandMfOptions, Bands, CompiledBandMf, compile_bandmf,
+};
+use mfc_compiler::forms::blt::{optimize_blt, toeplitz_sensitivity};
+use mfc_compiler::optimize::banded_toeplitz::ToeplitzProblem;
+use mfc_compiler::privacy::participation::Participation;
 use mfc_compiler::workload::{Schedule, Workload};
 
 /// The certified optimum for fixed epoch order `(k, b)`: `(√L, √dual bound, relative gap,

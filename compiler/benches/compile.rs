@@ -9,9 +9,9 @@
 
 use std::time::Instant;
 
-use mfc_compiler::compress::CompressOptions;
-use mfc_compiler::mechanism::compile_banded;
-use mfc_compiler::optimize::{OptimizeOptions, optimize_single_participation};
+use mfc_compiler::forms::banded::compile_banded;
+use mfc_compiler::forms::banded::compress::CompressOptions;
+use mfc_compiler::optimize::single::{OptimizeOptions, optimize_single_participation};
 use mfc_compiler::workload::Workload;
 
 /// (n, h, r, the paper's √L of the optimum and of the compressed mechanism; NaN: not in the

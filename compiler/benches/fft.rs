@@ -9,9 +9,9 @@
 
 use std::time::Instant;
 
-use mfc_compiler::blob::{BlobOptions, encode_fft};
-use mfc_compiler::fft::{FftKind, FftOptions, closed_form_loss, compile_fft};
-use mfc_compiler::participation::Participation;
+use mfc_compiler::forms::fft::{FftKind, FftOptions, closed_form_loss, compile_fft};
+use mfc_compiler::privacy::participation::Participation;
+use mfc_compiler::ship::blob::{BlobOptions, encode_fft};
 use mfc_formats::{
     BandedLowRank, Calibration, Decoder, ErrorSummary, F32Table, Header, Mechanism,
     Participation as StoredParticipation, Sensitivity, SensitivityMethod, Workload, encode_f32s,
@@ -108,7 +108,7 @@ fn closed_form() {
 }
 
 /// The mechanism of `kind` for `n` steps in one block, single participation.
-fn single_block(n: usize, kind: FftKind) -> mfc_compiler::fft::FftMechanism {
+fn single_block(n: usize, kind: FftKind) -> mfc_compiler::forms::fft::FftMechanism {
     compile_fft(&FftOptions {
         steps: n,
         stamps: 1,

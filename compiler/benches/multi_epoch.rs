@@ -9,10 +9,10 @@
 
 use std::time::Instant;
 
-use mfc_compiler::multi_epoch::{MultiEpochOptions, optimize_multi_epoch};
-use mfc_compiler::optimize::{OptimizeOptions, optimize_single_participation};
-use mfc_compiler::participation::Participation;
-use mfc_compiler::stamp::{evaluate_gram, stamp};
+use mfc_compiler::optimize::multi_epoch::{MultiEpochOptions, optimize_multi_epoch};
+use mfc_compiler::optimize::single::{OptimizeOptions, optimize_single_participation};
+use mfc_compiler::optimize::stamp::{evaluate_gram, stamp};
+use mfc_compiler::privacy::participation::Participation;
 use mfc_compiler::workload::Workload;
 
 const STEPS: usize = 2000;

@@ -11,7 +11,7 @@
 //! holds more matrices on its block and runs longer: [`Estimate`] uses its own measured
 //! constants for the block. Min-separation's banded optimizer is not modelled separately.
 
-use crate::participation::Participation;
+use crate::privacy::participation::Participation;
 
 /// `n × n` `f64` matrices alive at the peak of a dense compile: the whole compile at n = 4096
 /// peaked at 1 364 448 kB resident (BENCHMARKS.md), 9.7 matrices of 134 MB over the base (a

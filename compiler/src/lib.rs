@@ -1,35 +1,25 @@
 //! The host-side compiler of mfc: it optimizes a factorization `A = B C` of a lower-triangular
 //! workload, compresses the decoder `B` into a form a small device can replay, computes the
 //! sensitivity of the encoder that actually ships, calibrates the noise for a privacy target, and
-//! writes a versioned `.mfc` blob. The `mfc` binary is thin glue over this library.
+//! writes a versioned `.mfc` blob. The `mfc` binary (crate `mfc-cli`) is thin glue over this
+//! library.
+//!
+//! The library is grouped by concern (README, "Layout"): [`compile`] takes a typed request and
+//! dispatches it to the one seam over the forms, [`forms`] (what ships: banded + low rank, BLT,
+//! FFT, BandMF); [`optimize`] holds the optimizers of every strategy family, independent of
+//! what ships; [`privacy`] the participation schemas, sensitivities, calibration and the
+//! device's verification run on the host; [`ship`] the blob and its signature; [`compare`],
+//! [`report`], [`budget`] and [`workload`] serve them all.
 
-pub mod banded;
-pub mod banded_toeplitz;
-pub mod bandmf;
-pub mod blob;
 pub mod budget;
-pub mod calibrate;
 pub mod compare;
-pub mod compress;
+pub mod compile;
 pub mod error;
-pub mod factorize;
-pub mod fft;
-mod lbfgs;
-mod linalg;
-pub mod mechanism;
-pub mod multi_epoch;
+pub mod forms;
 pub mod optimize;
-pub mod participation;
-pub mod pipeline;
-mod refine;
+pub mod privacy;
 pub mod report;
-pub mod rescale;
-pub mod sensitivity;
-pub mod signing;
-pub mod stamp;
-pub mod toeplitz;
-pub mod tree;
-pub mod verdict;
+pub mod ship;
 pub mod workload;
 
 pub use error::{Error, Result};

@@ -10,9 +10,9 @@ use serde::Serialize;
 use mfc_formats::{Neighbouring, SensitivityMethod};
 
 use crate::Result;
-use crate::blob::{BlobOptions, neighbouring_factor};
-use crate::mechanism::{CompiledMechanism, certificate_holds};
-use crate::participation::Participation;
+use crate::forms::banded::{CompiledMechanism, certificate_holds};
+use crate::privacy::participation::Participation;
+use crate::ship::blob::{BlobOptions, neighbouring_factor};
 
 /// The privacy calibration recorded in a blob, as reported.
 #[derive(Debug, Clone, Serialize)]
@@ -137,7 +137,7 @@ impl PrivacyStatement {
                     noise_multiplier: cal.noise_multiplier,
                     epsilon: derived.map(|(e, _)| e),
                     delta: derived.map(|(_, d)| d),
-                    zcdp_rho: crate::calibrate::zcdp_rho(cal.noise_multiplier),
+                    zcdp_rho: crate::privacy::calibrate::zcdp_rho(cal.noise_multiplier),
                     rmse_per_step: cal.noise_multiplier * clip_norm * sqrt_loss / steps.sqrt(),
                     max_stddev_per_step: cal.noise_multiplier * clip_norm * max_stddev,
                 })

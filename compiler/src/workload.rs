@@ -241,8 +241,8 @@ pub fn read_npy_matrix(path: impl AsRef<std::path::Path>) -> Result<Mat<f64>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::factorize::streaming_factorization;
-    use crate::optimize::{OptimizeOptions, optimize_single_participation};
+    use crate::optimize::factorize::streaming_factorization;
+    use crate::optimize::single::{OptimizeOptions, optimize_single_participation};
 
     /// `θ = −M G` equals running heavy-ball momentum (003 Algorithm 2) on the same gradients.
     #[test]

@@ -385,7 +385,7 @@ fn random_banded(
 /// is below its absolute one) and in 5 the row-wise bound exceeds the absolute-Gram value.
 #[test]
 fn banded_min_separation_bound_matches_the_dense_reference() {
-    use mfc_compiler::participation::{
+    use mfc_compiler::privacy::participation::{
         Participation, brute_force_sensitivity, device_verifiable_sensitivity,
     };
 
@@ -524,7 +524,7 @@ impl Rng {
 /// never below the brute force; the blob recording it verifies, 1% less is refused.
 #[test]
 fn banded_fixed_epoch_order_bound_matches_the_dense_reference() {
-    use mfc_compiler::participation::{
+    use mfc_compiler::privacy::participation::{
         Participation, brute_force_sensitivity, device_verifiable_sensitivity,
     };
 

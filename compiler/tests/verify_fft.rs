@@ -7,11 +7,11 @@
 
 use faer::prelude::Solve;
 use faer::{Mat, Side};
-use mfc_compiler::blob::{BlobOptions, encode_fft};
-use mfc_compiler::fft::{
+use mfc_compiler::forms::fft::{
     FftKind, FftOptions, compile_fft, for_each_inverse_row, stamp_encoder, stored_dense_decoder,
 };
-use mfc_compiler::participation::{Participation, brute_force_sensitivity, sensitivity};
+use mfc_compiler::privacy::participation::{Participation, brute_force_sensitivity, sensitivity};
+use mfc_compiler::ship::blob::{BlobOptions, encode_fft};
 use mfc_compiler::workload::Workload;
 use mfc_runtime::formats::{Mechanism, SensitivityMethod};
 use mfc_runtime::verify::{self, Unverifiable, Verdict};
@@ -93,7 +93,7 @@ fn compiled(
     m: usize,
     stamps: usize,
     participation: Participation,
-) -> (mfc_compiler::fft::FftMechanism, Vec<u8>) {
+) -> (mfc_compiler::forms::fft::FftMechanism, Vec<u8>) {
     let compiled = compile_fft(&FftOptions {
         steps: m * stamps,
         stamps,

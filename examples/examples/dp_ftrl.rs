@@ -27,11 +27,11 @@
 //! Run: `cargo run --release -p mfc-examples --example dp_ftrl`
 
 use faer::Mat;
-use mfc_compiler::blob::{self, BlobOptions};
-use mfc_compiler::calibrate::noise_multiplier_for;
-use mfc_compiler::mechanism::{CompileOptions, compile};
-use mfc_compiler::participation::{Participation, sensitivity};
-use mfc_compiler::tree::Tree;
+use mfc_compiler::compare::tree::Tree;
+use mfc_compiler::forms::banded::{CompileOptions, compile};
+use mfc_compiler::privacy::calibrate::noise_multiplier_for;
+use mfc_compiler::privacy::participation::{Participation, sensitivity};
+use mfc_compiler::ship::blob::{self, BlobOptions};
 use mfc_compiler::workload::{Schedule, Workload};
 use mfc_formats::{Calibration, Mechanism, PrivacyTarget};
 use mfc_runtime::noise::NoiseSource;

@@ -8,12 +8,12 @@
 //!
 //! Run: `cargo run --release -p mfc-examples --example end_to_end`
 
-use mfc_compiler::blob::{self, BlobOptions};
-use mfc_compiler::calibrate::noise_multiplier_for;
-use mfc_compiler::compress::CompressOptions;
-use mfc_compiler::mechanism::compile_banded;
-use mfc_compiler::optimize::OptimizeOptions;
+use mfc_compiler::forms::banded::compile_banded;
+use mfc_compiler::forms::banded::compress::CompressOptions;
+use mfc_compiler::optimize::single::OptimizeOptions;
+use mfc_compiler::privacy::calibrate::noise_multiplier_for;
 use mfc_compiler::report::CompileReport;
+use mfc_compiler::ship::blob::{self, BlobOptions};
 use mfc_compiler::workload::Workload;
 use mfc_formats::{Calibration, Mechanism, PrivacyTarget};
 use mfc_runtime::{ChaChaNoise, Stream};

@@ -18,7 +18,7 @@
 //! Every forged blob is a valid blob (checksum recomputed, every field in range): only the
 //! verification and the policy stand between it and a stream.
 
-use mfc_compiler::pipeline::{CompileRequest, Schema, compile_request};
+use mfc_compiler::compile::{CompileRequest, Schema, compile_request};
 use mfc_runtime::formats::{
     BandedLowRank, Blt, Decoder, F32Table, Mechanism, Participation, SensitivityMethod, Workload,
     encode_f32s,

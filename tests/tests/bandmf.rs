@@ -6,9 +6,9 @@
 #![allow(clippy::needless_range_loop)] // index loops mirror the matrix formulas
 
 use faer::Mat;
-use mfc_compiler::bandmf::{BandMfKind, BandMfOptions, Bands, compile_bandmf};
-use mfc_compiler::blob::{BlobOptions, encode_bandmf};
-use mfc_compiler::participation::{Participation, brute_force_sensitivity};
+use mfc_compiler::forms::bandmf::{BandMfKind, BandMfOptions, Bands, compile_bandmf};
+use mfc_compiler::privacy::participation::{Participation, brute_force_sensitivity};
+use mfc_compiler::ship::blob::{BlobOptions, encode_bandmf};
 use mfc_compiler::workload::{Schedule, Workload};
 use mfc_formats::{Calibration, Decoder, Mechanism, SensitivityMethod};
 use mfc_runtime::noise::NoiseSource;

@@ -4,9 +4,9 @@
 //! sensitivity as the largest column norm of the dense encoder `C = T(r)⁻¹` (small horizon).
 #![allow(clippy::needless_range_loop)] // index loops mirror the matrix formulas
 
-use mfc_compiler::blob::{BlobOptions, encode_blt};
-use mfc_compiler::participation::Participation;
-use mfc_compiler::toeplitz::{compile_blt, optimize_blt};
+use mfc_compiler::forms::blt::{compile_blt, optimize_blt};
+use mfc_compiler::privacy::participation::Participation;
+use mfc_compiler::ship::blob::{BlobOptions, encode_blt};
 use mfc_formats::{Calibration, Decoder, Mechanism};
 use mfc_runtime::noise::NoiseSource;
 use mfc_runtime::{BltStream, ChaChaNoise, Error};
@@ -190,7 +190,7 @@ fn bad_input_is_refused_without_changing_state() {
 fn min_separation_blob_sensitivity_is_at_least_brute_force() {
     let (n, k, b) = (40, 3, 8);
     let schema = Participation::min_separation(k, b).unwrap();
-    let family = mfc_compiler::toeplitz::optimize_blt_family(n, 3, &schema, &mut |_| {}).unwrap();
+    let family = mfc_compiler::forms::blt::optimize_blt_family(n, 3, &schema, &mut |_| {}).unwrap();
     let mut previous = f64::INFINITY;
     for blt in &family {
         let compiled = compile_blt(blt, n, n, &schema).unwrap();
@@ -234,7 +234,7 @@ fn min_separation_blob_sensitivity_is_at_least_brute_force() {
 /// steps: it runs past them, checkpoints and restores.
 #[test]
 fn an_unbounded_horizon_bound_covers_a_million_steps_within_a_thousandth() {
-    use mfc_compiler::toeplitz::{compile_blt_unbounded, unbounded_sensitivity};
+    use mfc_compiler::forms::blt::{compile_blt_unbounded, unbounded_sensitivity};
     use mfc_formats::SensitivityMethod;
     use mfc_runtime::{BlobFingerprint, ReleaseCounter, epoch_noise};
     let single = Participation::Single;
@@ -369,7 +369,7 @@ fn forged(bytes: &[u8], theta: &[f32], omega: &[f32]) -> mfc_formats::Validated<
 /// unless it opts in.
 #[test]
 fn the_device_verifies_unbounded_horizon_blobs() {
-    use mfc_compiler::toeplitz::compile_blt_unbounded;
+    use mfc_compiler::forms::blt::compile_blt_unbounded;
     use mfc_runtime::policy::{Floor, Policy, admit};
     use mfc_runtime::verify::{Unverifiable, Verdict, verify};
     let single = Participation::Single;

@@ -20,10 +20,10 @@
 
 use std::path::PathBuf;
 
-use mfc_compiler::bandmf::{BandMfKind, BandMfOptions, Bands, compile_bandmf};
-use mfc_compiler::blob::{BlobOptions, encode_bandmf, encode_blt};
-use mfc_compiler::participation::Participation;
-use mfc_compiler::toeplitz::{compile_blt, optimize_blt};
+use mfc_compiler::forms::bandmf::{BandMfKind, BandMfOptions, Bands, compile_bandmf};
+use mfc_compiler::forms::blt::{compile_blt, optimize_blt};
+use mfc_compiler::privacy::participation::Participation;
+use mfc_compiler::ship::blob::{BlobOptions, encode_bandmf, encode_blt};
 use mfc_compiler::workload::Workload as CompilerWorkload;
 use mfc_formats::{
     BandedLowRank, Calibration, Decoder, ErrorSummary, F32Table, Fft, FftKind, Header, Mechanism,

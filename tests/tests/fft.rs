@@ -4,9 +4,9 @@
 //! stream refuses bad input with a typed error, leaving its state as it was.
 #![allow(clippy::needless_range_loop)] // index loops mirror the matrix formulas
 
-use mfc_compiler::blob::{self, BlobOptions};
-use mfc_compiler::fft::{FftKind, FftMechanism, FftOptions, compile_fft, dense_decoder};
-use mfc_compiler::participation::Participation;
+use mfc_compiler::forms::fft::{FftKind, FftMechanism, FftOptions, compile_fft, dense_decoder};
+use mfc_compiler::privacy::participation::Participation;
+use mfc_compiler::ship::blob::{self, BlobOptions};
 use mfc_formats::{Calibration, Decoder, Mechanism};
 use mfc_runtime::noise::NoiseSource;
 use mfc_runtime::{ChaChaNoise, Error, FftStream, Stream};

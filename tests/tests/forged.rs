@@ -1,7 +1,7 @@
 //! Issue 27: the forged-blob suite (`mfc_tests::forge`) against the device's verification and
 //! policy, on the device's terms (`mfc_runtime::policy`, a refusing device and the host's
 //! policy with and without the opt-in), through the host's own front door
-//! (`mfc_compiler::verdict`, which `mfc simulate` and Python's `Stream` use), and through
+//! (`mfc_compiler::privacy::verdict`, which `mfc simulate` and Python's `Stream` use), and through
 //! `mfc simulate` itself when its binary is built (always under CI).
 
 use std::path::PathBuf;
@@ -13,7 +13,7 @@ use mfc_runtime::policy::{self, Policy};
 use mfc_runtime::verify::{self, Verdict};
 use mfc_tests::forge::{Expected, forged_blobs};
 
-/// The host's verification budget (`mfc_compiler::blob::VERIFY_OPERATIONS`).
+/// The host's verification budget (`mfc_compiler::ship::blob::VERIFY_OPERATIONS`).
 const BUDGET: u64 = 20_000_000_000;
 
 #[test]
@@ -47,7 +47,7 @@ fn every_front_door_policy_gives_each_forged_blob_its_outcome() {
         }
         for allow in [false, true] {
             let admitted = policy::admit(&m, None, &Policy::host(BUDGET, allow), &mut scratch);
-            let host = mfc_compiler::verdict::check(&m).admit(&m, allow);
+            let host = mfc_compiler::privacy::verdict::check(&m).admit(&m, allow);
             let expected = match (f.expected, allow) {
                 (Expected::Verified, _) | (Expected::Unverifiable, true) => Ok(()),
                 (Expected::Unverifiable, false) => Err(Error::SensitivityUnverified),

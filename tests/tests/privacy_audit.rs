@@ -7,11 +7,11 @@
 //! sample sizes for a longer run (`cargo test --release -p mfc-tests --test privacy_audit`).
 #![allow(clippy::needless_range_loop)] // index loops mirror the matrix formulas
 
-use mfc_compiler::compress::CompressOptions;
-use mfc_compiler::mechanism::compile_banded;
-use mfc_compiler::optimize::OptimizeOptions;
+use mfc_compiler::forms::banded::compile_banded;
+use mfc_compiler::forms::banded::compress::CompressOptions;
+use mfc_compiler::optimize::single::OptimizeOptions;
+use mfc_compiler::ship::blob::{self, BlobOptions};
 use mfc_compiler::workload::Workload;
-use mfc_compiler::{blob, blob::BlobOptions};
 use mfc_formats::{Calibration, Decoder, F32Table, Mechanism, encode_f32s};
 use mfc_runtime::noise::NoiseSource;
 use mfc_runtime::{ChaChaNoise, Stream};

@@ -7,11 +7,11 @@
 //! dimensions, and non-finite states, leaving the stream fresh.
 #![allow(clippy::needless_range_loop)] // index loops mirror the matrix formulas
 
-use mfc_compiler::bandmf::{BandMfKind, BandMfOptions, Bands, compile_bandmf};
-use mfc_compiler::blob::{self, BlobOptions, encode_bandmf, encode_blt};
-use mfc_compiler::fft::{FftKind, FftMechanism, FftOptions, compile_fft, dense_decoder};
-use mfc_compiler::participation::Participation;
-use mfc_compiler::toeplitz::{compile_blt, optimize_blt};
+use mfc_compiler::forms::bandmf::{BandMfKind, BandMfOptions, Bands, compile_bandmf};
+use mfc_compiler::forms::blt::{compile_blt, optimize_blt};
+use mfc_compiler::forms::fft::{FftKind, FftMechanism, FftOptions, compile_fft, dense_decoder};
+use mfc_compiler::privacy::participation::Participation;
+use mfc_compiler::ship::blob::{self, BlobOptions, encode_bandmf, encode_blt};
 use mfc_compiler::workload::Workload;
 use mfc_formats::{
     BandedLowRank, Calibration, Decoder, ErrorSummary, F32Table, Header, Mechanism, Neighbouring,

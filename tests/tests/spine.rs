@@ -3,11 +3,11 @@
 //! B̂⁻¹A by forward substitution, the sensitivity by brute force, and A x + B̂ Z in f64.
 #![allow(clippy::needless_range_loop)] // index loops mirror the matrix formulas
 
-use mfc_compiler::blob::{self, BlobOptions};
-use mfc_compiler::compress::CompressOptions;
-use mfc_compiler::mechanism::{CompileOptions, CompiledMechanism, compile, compile_banded};
-use mfc_compiler::optimize::OptimizeOptions;
-use mfc_compiler::participation::Participation;
+use mfc_compiler::forms::banded::compress::CompressOptions;
+use mfc_compiler::forms::banded::{CompileOptions, CompiledMechanism, compile, compile_banded};
+use mfc_compiler::optimize::single::OptimizeOptions;
+use mfc_compiler::privacy::participation::Participation;
+use mfc_compiler::ship::blob::{self, BlobOptions};
 use mfc_compiler::workload::{Schedule, Workload};
 use mfc_formats::{Calibration, Decoder, Mechanism};
 use mfc_runtime::noise::NoiseSource;

@@ -1,4 +1,4 @@
-//! `mfc` for Python: PyO3 bindings over the compiler ([`mfc_compiler::pipeline`], the pipeline
+//! `mfc` for Python: PyO3 bindings over the compiler ([`mfc_compiler::compile`], the pipeline
 //! of `mfc compile`) and the runtime (the streams a device runs), so that a Python job compiles
 //! a mechanism in one call and replays its blob bit for bit as `mfc simulate` and the device
 //! do. The Python package (`python/mfc`) re-exports this module, `_mfc`, with type stubs.
@@ -35,7 +35,9 @@ fn calibrate<'py>(
     epsilon: Option<f64>,
     noise_multiplier: Option<f64>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    use mfc_compiler::calibrate::{epsilon_for_noise_multiplier, noise_multiplier_for, zcdp_rho};
+    use mfc_compiler::privacy::calibrate::{
+        epsilon_for_noise_multiplier, noise_multiplier_for, zcdp_rho,
+    };
     let refuse = |why: String| Error::Compiler(mfc_compiler::Error::InvalidOption(why));
     if !(delta > 0.0 && delta < 1.0) {
         return Err(refuse(format!("delta {delta:?}: expected a number in (0, 1)")).into());
@@ -83,7 +85,10 @@ fn calibrate<'py>(
     out.set_item("delta", delta)?;
     out.set_item("noise_multiplier", sigma)?;
     out.set_item("zcdp_rho", zcdp_rho(sigma))?;
-    out.set_item("privacy_unit", mfc_compiler::calibrate::PRIVACY_UNIT)?;
+    out.set_item(
+        "privacy_unit",
+        mfc_compiler::privacy::calibrate::PRIVACY_UNIT,
+    )?;
     Ok(out)
 }
 

@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use mfc_compiler::participation::Participation;
-use mfc_compiler::pipeline::{CompileRequest, Event, Horizon, Schema, compile_request};
+use mfc_compiler::compile::{CompileRequest, Event, Horizon, Schema, compile_request};
+use mfc_compiler::privacy::participation::Participation;
 use mfc_compiler::report::{method_description, neighbouring_name, privacy_unit};
 use mfc_compiler::workload::Workload;
 use mfc_formats::{Mechanism as Blob, Validated};
@@ -185,7 +185,7 @@ impl Mechanism {
     /// less than its coefficients have, and `Stream` refuses it).
     fn verify<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let m = Blob::from_bytes(&self.blob).map_err(Error::from)?;
-        let verification = py.detach(|| mfc_compiler::verdict::check(&m));
+        let verification = py.detach(|| mfc_compiler::privacy::verdict::check(&m));
         to_python(py, &verification.json)
     }
 

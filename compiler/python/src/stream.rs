@@ -3,7 +3,7 @@
 //! `mfc simulate` and the device release, bit for bit.
 //!
 //! Opening a stream applies the device's policy: the blob's recorded sensitivity is checked
-//! (`mfc_compiler::verdict::check`, the device's verification with the host's budget); an
+//! (`mfc_compiler::privacy::verdict::check`, the device's verification with the host's budget); an
 //! understated one is refused, an unverifiable one too unless the caller passes
 //! `allow_unverified=True`. A `noise_multiplier` below the blob's calibrated `σ` is refused
 //! unless the caller passes `allow_lower_noise=True`; [`Stream::privacy`] reports the `(ε, δ)`
@@ -255,7 +255,7 @@ impl Stream {
 
         // The device's check (with the GIL released: it may take seconds), then its policy: an
         // understated sensitivity is refused, an unverifiable one unless allowed by name.
-        let verification = py.detach(|| mfc_compiler::verdict::check(&m));
+        let verification = py.detach(|| mfc_compiler::privacy::verdict::check(&m));
         let reason = verification.json["reason"]
             .as_str()
             .unwrap_or("the device's check did not verify it")

@@ -1,7 +1,7 @@
 //! `mfc calibrate`: the noise multiplier for a privacy target, or the privacy of a multiplier.
 
 use mfc_compiler::Error;
-use mfc_compiler::calibrate::{
+use mfc_compiler::privacy::calibrate::{
     PRIVACY_UNIT, epsilon_for_noise_multiplier, noise_multiplier_for, zcdp_rho,
 };
 use serde::Serialize;

@@ -3,15 +3,15 @@
 
 use indicatif::{ProgressBar, ProgressStyle};
 use mfc_compiler::Error;
-use mfc_compiler::bandmf::Bands;
 use mfc_compiler::compare::{CompareOptions, compare};
+use mfc_compiler::forms::bandmf::Bands;
 
 use mfc_compiler::compare::Row;
 use mfc_compiler::report::{neighbouring_name, privacy_unit};
 
 use crate::options;
 use crate::schema::SchemaArgs;
-use mfc_compiler::pipeline::parse_workload;
+use mfc_compiler::compile::parse_workload;
 
 /// Compare the optimum, banded+low-rank, stamping, BandMF (banded Toeplitz and general), BLT,
 /// FFT, square root and tree mechanisms (the last four for the prefix sum only), each optimized

@@ -1,5 +1,5 @@
 //! `mfc compile`: optimize → compress → normalize → calibrate → write the blob, then report.
-//! The pipeline is the library's ([`mfc_compiler::pipeline`]); this is its command line.
+//! The pipeline is the library's ([`mfc_compiler::compile`]); this is its command line.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use mfc_compiler::Error;
-use mfc_compiler::pipeline::{CompileRequest, Event, Horizon, compile_request};
+use mfc_compiler::compile::{CompileRequest, Event, Horizon, compile_request};
 
 use crate::options;
 use crate::schema::SchemaArgs;

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use mfc_compiler::Error;
-use mfc_compiler::participation::Participation;
+use mfc_compiler::privacy::participation::Participation;
 use mfc_compiler::report::{method_description, neighbouring_name, privacy_unit};
 use mfc_formats::{Decoder, Mechanism, SensitivityMethod, Workload};
 use serde_json::json;
@@ -150,7 +150,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         ),
         _ => ("unknown", String::new(), 0, 0, None),
     };
-    let verification = mfc_compiler::verdict::check(&m);
+    let verification = mfc_compiler::privacy::verdict::check(&m);
     // (ε, δ) derived from σ at the stored δ; a stored ε below it is refused (exit 2).
     let derived = h
         .calibration

@@ -4,7 +4,7 @@
 //! depend on other options (a band at most the number of steps) are checked by the subcommand
 //! before its first expensive call.
 
-use mfc_compiler::pipeline::Horizon;
+use mfc_compiler::compile::Horizon;
 
 /// The most steps a blob can hold (`header.steps` is a `u32`, `formats/SPEC.md`).
 pub const MAX_STEPS: u64 = u32::MAX as u64;

@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use mfc_compiler::compare::{CompareOptions, compare};
 
 use crate::options;
-use mfc_compiler::mechanism::{CompileOptions, optimal_gram};
-use mfc_compiler::participation::Participation;
-use mfc_compiler::stamp::evaluate_gram;
+use mfc_compiler::forms::banded::{CompileOptions, optimal_gram};
+use mfc_compiler::optimize::stamp::evaluate_gram;
+use mfc_compiler::privacy::participation::Participation;
 use mfc_compiler::workload::Workload;
 use plotters::prelude::*;
 
@@ -43,7 +43,7 @@ fn errors(args: &Args, participation: Participation) -> Plot {
             rank: 4,
             max_buffers: 4,
             // BandMF rows are not plotted: the cheapest, one band.
-            bands: mfc_compiler::bandmf::Bands::Fixed(1),
+            bands: mfc_compiler::forms::bandmf::Bands::Fixed(1),
             refine_iterations: 50,
             neighbouring: args.schema.neighbouring()?,
         },

@@ -3,8 +3,8 @@
 //! neighbouring relation. The checks live in the library ([`Schema`]), shared with Python.
 
 use mfc_compiler::Error;
-use mfc_compiler::participation::Participation;
-use mfc_compiler::pipeline::Schema;
+use mfc_compiler::compile::Schema;
+use mfc_compiler::privacy::participation::Participation;
 use mfc_formats::Neighbouring;
 
 /// Which steps one record may contribute to, and which datasets are neighbours.

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use mfc_compiler::Error;
-use mfc_compiler::signing;
+use mfc_compiler::ship::signing;
 
 use crate::options;
 

@@ -122,10 +122,10 @@ fn noise(seed: Option<&str>) -> Result<ChaChaNoise, Box<dyn std::error::Error>> 
 pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let bytes = std::fs::read(&args.blob).map_err(|e| io_error(&args.blob, e))?;
     let (m, _, _) = crate::sign::open(&bytes, &args.blob, args.public_key.as_deref())?;
-    // The device's check and policy first (`mfc_compiler::verdict`): an understated sensitivity
+    // The device's check and policy first (`mfc_compiler::privacy::verdict`): an understated sensitivity
     // is refused before any step, and so is one that cannot be verified unless the caller opted
     // in by name.
-    let verification = mfc_compiler::verdict::check(&m);
+    let verification = mfc_compiler::privacy::verdict::check(&m);
     match verification.admit(&m, args.allow_unverified) {
         Err(mfc_runtime::Error::SensitivityUnverified) => {
             return Err(format!(

@@ -73,7 +73,7 @@
 use faer::{Mat, MatRef, Side};
 use rayon::prelude::*;
 
-use crate::optimize::{Optimum, Progress};
+use crate::optimize::single::{Optimum, Progress};
 use crate::{Error, Result};
 
 /// Stopping rule and budget of the multi-epoch optimizer.
@@ -1119,8 +1119,8 @@ pub fn optimize_multi_epoch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::optimize::{OptimizeOptions, optimize_single_participation};
-    use crate::participation::{Participation, brute_force_sensitivity};
+    use crate::optimize::single::{OptimizeOptions, optimize_single_participation};
+    use crate::privacy::participation::{Participation, brute_force_sensitivity};
     use crate::workload::{Schedule, Workload};
 
     /// A small deterministic generator (xorshift64*), uniform in `[0, 1)`.

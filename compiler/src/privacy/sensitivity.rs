@@ -2,7 +2,7 @@
 //!
 //! With unit-norm contributions to one step, the L2 sensitivity of `x ↦ C x` is the largest
 //! column norm of `C` (Denisov et al. 2022, Thm 3.1 and Eq. 2; computed, with the other schemas,
-//! by [`participation::sensitivity`](crate::participation::sensitivity), which the tests here
+//! by [`participation::sensitivity`](crate::privacy::participation::sensitivity), which the tests here
 //! check against a brute force), and the loss, the total squared error at a fixed privacy level,
 //! is `L(B, C) = sens(C)²·‖B‖_F²`.
 
@@ -53,7 +53,7 @@ pub fn loss(decoder: MatRef<'_, f64>, sensitivity: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::participation::{Participation, sensitivity};
+    use crate::privacy::participation::{Participation, sensitivity};
     use mfc_formats::SensitivityMethod;
 
     /// A seeded uniform generator on `[-0.5, 0.5)`.

@@ -25,7 +25,7 @@
 //! `Σ_{i,j∈π} |X_ij|` where `X` is nonnegative on the pattern's pairs, smaller elsewhere, so the
 //! result is a candidate that callers measure with the sensitivity that ships.
 //!
-//! The refinement ([`crate::mechanism::refine_for_shipped_loss`]) minimizes a smooth maximum of
+//! The refinement ([`crate::forms::banded::refine_for_shipped_loss`]) minimizes a smooth maximum of
 //! the column norms of `Ĉ`, which leaves them unequal where the shipped loss is their maximum;
 //! this step equalizes them exactly along the `n` directions the class is closed under, at
 //! `O(n²)` per iteration.
@@ -33,7 +33,7 @@
 use faer::MatRef;
 use rayon::prelude::*;
 
-use crate::compress::{BandedLowRank, add_outer_product, add_quadratic_form};
+use crate::forms::banded::compress::{BandedLowRank, add_outer_product, add_quadratic_form};
 use crate::{Error, Result};
 
 /// A rescaled decoder and the certificate of its scaling.
@@ -152,7 +152,7 @@ pub fn rescale(
     };
     // u = Γλ.
     let times = |lambda: &[f64]| -> Vec<f64> {
-        crate::linalg::ordered_parallel_sum(m, n, |u, p| {
+        crate::optimize::linalg::ordered_parallel_sum(m, n, |u, p| {
             let l = lambda[p];
             if l != 0.0 {
                 u[first[p]..]
@@ -217,7 +217,7 @@ pub fn rescale(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sensitivity::encoder_for_decoder;
+    use crate::privacy::sensitivity::encoder_for_decoder;
     use faer::Mat;
 
     fn prefix_sum(n: usize) -> Mat<f64> {

@@ -11,7 +11,7 @@
 
 use faer::{Mat, MatRef};
 
-use crate::linalg::cholesky_solve;
+use crate::optimize::linalg::cholesky_solve;
 use crate::{Error, Result};
 
 /// Options of the low-rank fit.
@@ -22,13 +22,13 @@ pub struct CompressOptions {
     /// Maximum alternating sweeps. The refinement on the shipped loss follows, so the fit need
     /// not converge: at n = 1024, (5, 5), 100 sweeps then the refinement shipped √L = 94.948, 1000
     /// sweeps 94.935, for a tenth of the fit's time (measured before the rescaling step of
-    /// [`crate::rescale`] followed the refinement).
+    /// [`crate::forms::banded::rescale`] followed the refinement).
     pub max_sweeps: usize,
     /// Stop when a sweep lowers the objective by less than this fraction.
     pub tolerance: f64,
     /// L-BFGS iterations on the shipped loss after the fit
-    /// ([`refine_for_shipped_loss`](crate::mechanism::refine_for_shipped_loss), used by
-    /// [`compile`](crate::mechanism::compile) under every schema); `0` ships the plain ALS fit.
+    /// ([`refine_for_shipped_loss`](crate::forms::banded::refine_for_shipped_loss), used by
+    /// [`compile`](crate::forms::banded::compile) under every schema); `0` ships the plain ALS fit.
     pub refine_iterations: usize,
 }
 
@@ -536,8 +536,8 @@ mod tests {
     /// truncated SVD of the masked matrix the fit starts from.
     #[test]
     fn fits_a_real_decoder_better_than_its_svd_start() {
-        use crate::factorize::streaming_factorization;
-        use crate::optimize::{OptimizeOptions, optimize_single_participation};
+        use crate::optimize::factorize::streaming_factorization;
+        use crate::optimize::single::{OptimizeOptions, optimize_single_participation};
         let n = 64;
         let (h, r) = (3, 2);
         let a = Mat::from_fn(n, n, |i, j| if j <= i { 1.0 } else { 0.0 });

@@ -1,6 +1,6 @@
 //! One table over the mechanism families for the prefix sum at equal privacy: what `mfc compare`
 //! prints. Every loss is `sens²·‖B‖_F²` with the sensitivity computed under the same
-//! participation schema by [`participation::sensitivity`](crate::participation::sensitivity)
+//! participation schema by [`participation::sensitivity`](crate::privacy::participation::sensitivity)
 //! from the encoder itself (exact where 001 Eq. 3 applies, else an upper bound, as reported).
 //!
 //! The device costs are per coordinate of the stream: "RAM" counts the floats of state a
@@ -12,6 +12,8 @@
 //! (`n` values) and the amortized `N log₂ N` per complex FFT of size `N ≥ 3n − 1`, a rough
 //! count).
 
+pub mod tree;
+
 use std::time::Instant;
 
 use faer::{Mat, MatRef};
@@ -19,16 +21,16 @@ use mfc_formats::SensitivityMethod;
 use serde::Serialize;
 
 use crate::Result;
-use crate::bandmf::{BandMfKind, BandMfOptions, Bands, compile_bandmf};
-use crate::blob::{self, BlobOptions};
-use crate::fft::{FftKind, FftOptions, compile_fft};
-use crate::mechanism::{CompileOptions, certificate_holds, compile, optimal_gram};
-use crate::optimize::Progress;
-use crate::participation::{Participation, sensitivity};
-use crate::stamp::choose_stamps;
-use crate::stamp::evaluate_gram;
-use crate::toeplitz::{inverse_series, optimize_blt_family, square_root_coefficients};
-use crate::tree::Tree;
+use crate::compare::tree::Tree;
+use crate::forms::banded::{CompileOptions, certificate_holds, compile, optimal_gram};
+use crate::forms::bandmf::{BandMfKind, BandMfOptions, Bands, compile_bandmf};
+use crate::forms::blt::{inverse_series, optimize_blt_family, square_root_coefficients};
+use crate::forms::fft::{FftKind, FftOptions, compile_fft};
+use crate::optimize::single::Progress;
+use crate::optimize::stamp::choose_stamps;
+use crate::optimize::stamp::evaluate_gram;
+use crate::privacy::participation::{Participation, sensitivity};
+use crate::ship::blob::{self, BlobOptions};
 use crate::workload::Workload;
 
 /// One mechanism's row.
@@ -58,7 +60,7 @@ pub struct Row {
     /// For BLT rows: `(N, √L_N, sens_N)` at `N = n, 2n, 4n, 8n` steps with the parameters
     /// optimized for `n` (BLT has no horizon; see [`Blt::beyond_horizon`]).
     ///
-    /// [`Blt::beyond_horizon`]: crate::toeplitz::Blt::beyond_horizon
+    /// [`Blt::beyond_horizon`]: crate::forms::blt::Blt::beyond_horizon
     pub beyond_horizon: Vec<(usize, f64, f64)>,
     /// Wall-clock seconds this row took to optimize, compile and evaluate.
     pub seconds: f64,
@@ -225,7 +227,7 @@ fn optimum_row(
 /// square root and the Honaker tree estimators. `progress` reports the optimizations (they
 /// dominate the time).
 pub fn compare(options: &CompareOptions, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
-    let factor = crate::blob::neighbouring_factor(options.neighbouring)?;
+    let factor = crate::ship::blob::neighbouring_factor(options.neighbouring)?;
     let mut rows = compare_add_remove(options, progress)?;
     // Replace-one: every row's sensitivity and noise is twice that of add/remove.
     for row in &mut rows {
@@ -253,7 +255,7 @@ fn compare_add_remove(
     let mut clock = Clock(Instant::now());
     let compile_options = CompileOptions {
         participation: *participation,
-        compression: crate::compress::CompressOptions {
+        compression: crate::forms::banded::compress::CompressOptions {
             refine_iterations: options.refine_iterations,
             ..Default::default()
         },
@@ -400,7 +402,7 @@ fn compare_add_remove(
         fit_clock = Instant::now();
     })?;
     for ((blt, m), seconds) in family.iter().zip(1..).zip(fit_seconds) {
-        let stored = crate::toeplitz::compile_blt(blt, n, n, participation)?;
+        let stored = crate::forms::blt::compile_blt(blt, n, n, participation)?;
         let norms = prefix_decoder_row_norms(&stored.blt.decoder_coefficients(n));
         let mut row = shipped_row(
             format!("BLT, {m} buffers, f32"),

@@ -30,8 +30,8 @@ use std::collections::HashMap;
 use faer::{Mat, MatRef};
 use rayon::prelude::*;
 
-use crate::compress::{BandedLowRank, add_outer_product};
-use crate::participation::{Participation, sensitivity};
+use crate::forms::banded::compress::{BandedLowRank, add_outer_product};
+use crate::privacy::participation::{Participation, sensitivity};
 use crate::{Error, Result};
 
 /// The pairs `(i, j)`, `i ≤ j`, of `X = ĈᵀĈ` a set of patterns reads, each once.
@@ -91,7 +91,7 @@ pub(crate) struct Evaluation {
     pub(crate) gradient: Vec<f64>,
 }
 
-impl crate::lbfgs::Point for Evaluation {
+impl crate::optimize::lbfgs::Point for Evaluation {
     fn value(&self) -> f64 {
         self.value
     }
@@ -179,7 +179,7 @@ pub(crate) fn evaluate(
     });
     // The contraction of Z Ĉᵀ with the structure, one column m of Z and Ĉ at a time.
     let (nd, nl) = (n * h, n * r);
-    let contraction = crate::linalg::ordered_parallel_sum(n, nd + 2 * nl, |acc, m| {
+    let contraction = crate::optimize::linalg::ordered_parallel_sum(n, nd + 2 * nl, |acc, m| {
         let (zc, cc) = (&z[m * n..(m + 1) * n], column(m));
         let first = cc.iter().position(|&v| v != 0.0).unwrap_or(n);
         let (gd, rest) = acc.split_at_mut(nd);
@@ -294,7 +294,7 @@ pub(crate) fn encoder_gram(a: MatRef<'_, f64>, decoder: &BandedLowRank) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sensitivity::encoder_for_decoder;
+    use crate::privacy::sensitivity::encoder_for_decoder;
 
     /// A seeded uniform generator on `[-0.5, 0.5)`.
     fn uniform(seed: u64) -> impl FnMut() -> f64 {

@@ -1,8 +1,8 @@
 //! The BandMF form, from the optimizer to what a blob stores (`formats/SPEC.md`, decoder 3):
 //! a banded lower-triangular encoder `C` with `b̂` bands (Choquette-Choo et al. 2023b,
 //! "(Amplified) Banded Matrix Factorizations"), either general (`n × b̂` coefficients,
-//! [`crate::banded`]) or banded Toeplitz (`b̂` coefficients, McKenna 2025,
-//! [`crate::banded_toeplitz`]).
+//! [`crate::optimize::banded`]) or banded Toeplitz (`b̂` coefficients, McKenna 2025,
+//! [`crate::optimize::banded_toeplitz`]).
 //!
 //! The device adds `w = C⁻¹z` to the clipped inputs by forward substitution and releases
 //! `S(x + w)` for the prefix sum, or `x_t + w_t` for another workload, whose matrix `A` the
@@ -27,9 +27,9 @@
 use faer::Mat;
 use mfc_formats::SensitivityMethod;
 
-use crate::banded::{BandedEncoder, BandedOptions, optimize_banded};
-use crate::banded_toeplitz::{ToeplitzOptions, ToeplitzProblem, optimize};
-use crate::participation::Participation;
+use crate::optimize::banded::{BandedEncoder, BandedOptions, optimize_banded};
+use crate::optimize::banded_toeplitz::{ToeplitzOptions, ToeplitzProblem, optimize};
+use crate::privacy::participation::Participation;
 use crate::workload::Workload;
 use crate::{Error, Result};
 
@@ -322,9 +322,11 @@ mod tests {
                     let compiled = compile_bandmf(&workload, n, &options, &mut |_, _| {}).unwrap();
                     assert!(compiled.coefficients.iter().all(|&x| round(x) == x));
                     let c = compiled.encoder();
-                    let brute =
-                        crate::participation::brute_force_sensitivity(c.as_ref(), &participation)
-                            .unwrap();
+                    let brute = crate::privacy::participation::brute_force_sensitivity(
+                        c.as_ref(),
+                        &participation,
+                    )
+                    .unwrap();
                     assert!(
                         (compiled.sensitivity - brute).abs() <= 1e-12 * brute,
                         "{kind:?} {participation:?}: {} vs {brute}",

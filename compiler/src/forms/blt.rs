@@ -8,7 +8,7 @@
 //!
 //! - **Square root** (`C = B = S^{1/2}`): `c(x) = (1 − x)^{−1/2}`, `c_k = binom(2k, k)/4^k`.
 //! - **Banded Toeplitz**: `c_0 = 1, …, c_{p−1}` free, zero beyond: the BandMF encoders of
-//!   [`crate::banded_toeplitz`], optimized in `O(n·p)` per evaluation with an analytic gradient.
+//!   [`crate::optimize::banded_toeplitz`], optimized in `O(n·p)` per evaluation with an analytic gradient.
 //! - **BLT** (buffered linear Toeplitz, Dvijotham, McMahan, Pillutla, Steinke, Thakurta 2024):
 //!   the *decoder side* `C⁻¹` has generating sequence `r_0 = 1`, `r_k = Σ_j ω_j θ_j^{k−1}`, a sum
 //!   of `m` geometric series, so `w = C⁻¹ z` streams with `m` buffers per coordinate
@@ -22,8 +22,8 @@
 
 use mfc_formats::SensitivityMethod;
 
-use crate::lbfgs::{Point, minimize};
-use crate::participation::{Participation, Sensitivity};
+use crate::optimize::lbfgs::{Point, minimize};
+use crate::privacy::participation::{Participation, Sensitivity};
 use crate::{Error, Result};
 pub use mfc_runtime::verify::blt_tail::TailCertificate;
 use mfc_runtime::verify::{Unverifiable, blt_tail};
@@ -429,7 +429,7 @@ fn fit_omega(theta: &[f64], target: &[f64]) -> Option<Vec<f64>> {
         }
     }
     let trace: f64 = (0..m).map(|p| gram[p * m + p]).sum();
-    crate::linalg::cholesky_solve(&gram, &rhs, 1e-12 * trace)
+    crate::optimize::linalg::cholesky_solve(&gram, &rhs, 1e-12 * trace)
 }
 
 /// The BLT with `buffers` buffers minimizing the loss over `n` steps under `participation`
@@ -969,7 +969,7 @@ pub fn compile_blt_unbounded(
 /// `k ≤ 16384` contracts provably or the tail is not small within [`VERIFY_OPERATIONS`]
 /// operations.
 ///
-/// [`VERIFY_OPERATIONS`]: crate::blob::VERIFY_OPERATIONS
+/// [`VERIFY_OPERATIONS`]: crate::ship::blob::VERIFY_OPERATIONS
 pub fn unbounded_sensitivity(blt: &Blt) -> Result<TailCertificate> {
     let m = blt.buffers();
     if m == 0 || blt.theta.len() != blt.omega.len() {
@@ -993,7 +993,7 @@ pub fn unbounded_sensitivity(blt: &Blt) -> Result<TailCertificate> {
         table(&theta)?,
         table(&omega)?,
         &mut scratch,
-        crate::blob::VERIFY_OPERATIONS,
+        crate::ship::blob::VERIFY_OPERATIONS,
     )
     .map_err(|why| {
         Error::Numerical(match why {
@@ -1141,7 +1141,7 @@ mod tests {
                 Participation::min_separation(k, b).unwrap(),
                 Participation::Single,
             ] {
-                let truth = crate::participation::brute_force_sensitivity(dense.as_ref(), &p).unwrap();
+                let truth = crate::privacy::participation::brute_force_sensitivity(dense.as_ref(), &p).unwrap();
                 let s = toeplitz_sensitivity(&c, n, &p);
                 if s.method.is_exact() {
                     proptest::prop_assert!((s.value - truth).abs() <= 1e-12 * truth.max(1.0),
@@ -1237,13 +1237,13 @@ mod tests {
     fn optimized_forms_improve_on_the_square_root() {
         let n = 256;
         let sqrt = toeplitz_error(&square_root_coefficients(n), n).loss;
-        let problem = crate::banded_toeplitz::ToeplitzProblem::new(
+        let problem = crate::optimize::banded_toeplitz::ToeplitzProblem::new(
             &crate::workload::Workload::PrefixSum,
             n,
             &Participation::Single,
         )
         .unwrap();
-        let c = crate::banded_toeplitz::optimize(
+        let c = crate::optimize::banded_toeplitz::optimize(
             &problem,
             8,
             None,

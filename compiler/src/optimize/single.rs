@@ -214,7 +214,8 @@ impl Anderson {
             rhs[p] = dot(&self.history[p].0, &f);
         }
         let trace: f64 = (0..m).map(|p| gram[p * m + p]).sum();
-        let Some(gamma) = crate::linalg::cholesky_solve(&gram, &rhs, 1e-10 * trace) else {
+        let Some(gamma) = crate::optimize::linalg::cholesky_solve(&gram, &rhs, 1e-10 * trace)
+        else {
             self.history.clear();
             return g;
         };

@@ -30,7 +30,7 @@
 //! restricted to the band. L-BFGS (`lbfgs.rs`) minimizes `F`, each round until `F` has
 //! improved by less than a relative `10⁻⁴` over 20 iterations; the result's loss is then measured
 //! with the exact maximum. The pipelines start it from the banded Toeplitz optimum
-//! ([`crate::banded_toeplitz`], `O(n·b̂)` per evaluation for the prefix sum): at n = 512, prefix
+//! ([`crate::optimize::banded_toeplitz`], `O(n·b̂)` per evaluation for the prefix sum): at n = 512, prefix
 //! sum, min-separation (4, 128), `b̂ = 128` it reaches √L = 130.40 in 288 iterations (27 s here),
 //! where the truncated square root and a stop on `|ΔF| ≤ 10⁻¹²·F` took 1 900 iterations (72 s)
 //! for 130.38. No certificate: the certified optimum of fixed epoch order is a floor for every
@@ -39,9 +39,9 @@
 use faer::{Mat, MatRef};
 use rayon::prelude::*;
 
-use crate::lbfgs::{Plateau, Point, minimize};
-use crate::optimize::{Optimum, Progress};
-use crate::participation::Participation;
+use crate::optimize::lbfgs::{Plateau, Point, minimize};
+use crate::optimize::single::{Optimum, Progress};
+use crate::privacy::participation::Participation;
 use crate::{Error, Result};
 
 /// A lower-triangular banded encoder: `n` steps, `bands` diagonals.
@@ -288,7 +288,7 @@ impl Default for BandedOptions {
 /// The truncated square root `C = S^{1/2}` (Toeplitz, `c_t = binom(2t, t)/4^t`) with `bands`
 /// bands: the starting point.
 pub fn truncated_square_root(steps: usize, bands: usize) -> BandedEncoder {
-    BandedEncoder::toeplitz(&crate::toeplitz::square_root_coefficients(bands), steps)
+    BandedEncoder::toeplitz(&crate::forms::blt::square_root_coefficients(bands), steps)
 }
 
 /// The banded encoder with `bands` bands minimizing `‖A C⁻¹‖_F²·sens(C)²` under
@@ -337,7 +337,7 @@ pub fn optimize_banded(
 /// The optimum over banded encoders with `b̂ = min(b, n)` bands under `b`-min-separation: the
 /// largest band whose columns stay orthogonal within every pattern (with `b̂ = b` this is the
 /// min-separation recipe of jax_privacy's `dense.optimize(bands=min_sep)`), started from the
-/// banded Toeplitz optimum ([`crate::banded_toeplitz`]). Returned as an [`Optimum`] normalized
+/// banded Toeplitz optimum ([`crate::optimize::banded_toeplitz`]). Returned as an [`Optimum`] normalized
 /// to sensitivity 1, with no certificate (`dual_bound = 0`, `relative_gap = 1`): see the module
 /// docs for the floor that holds instead.
 pub fn optimize_min_separation(
@@ -348,12 +348,12 @@ pub fn optimize_min_separation(
 ) -> Result<Optimum> {
     let n = a.nrows();
     let bands = participation.separation().unwrap_or(n).min(n);
-    let problem = crate::banded_toeplitz::ToeplitzProblem::for_matrix(a, participation)?;
-    let toeplitz = crate::banded_toeplitz::optimize(
+    let problem = crate::optimize::banded_toeplitz::ToeplitzProblem::for_matrix(a, participation)?;
+    let toeplitz = crate::optimize::banded_toeplitz::optimize(
         &problem,
         bands,
         None,
-        &crate::banded_toeplitz::ToeplitzOptions::default(),
+        &crate::optimize::banded_toeplitz::ToeplitzOptions::default(),
         &mut |_, _| {},
     )?;
     let mut iterations = 0;
@@ -418,7 +418,8 @@ mod tests {
             Participation::min_separation(3, 3).unwrap(),
         ] {
             let exact = encoder.sensitivity(&p).unwrap();
-            let brute = crate::participation::brute_force_sensitivity(dense.as_ref(), &p).unwrap();
+            let brute =
+                crate::privacy::participation::brute_force_sensitivity(dense.as_ref(), &p).unwrap();
             assert!((exact - brute).abs() < 1e-12, "{p:?}: {exact} vs {brute}");
             let tau = 0.1;
             let e = evaluate(a.as_ref(), &encoder, &p, tau, &encoder.columns).unwrap();

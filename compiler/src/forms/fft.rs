@@ -31,7 +31,7 @@
 //! [`FftMechanism::paper_loss`]. What ships is the `f32` kernel `ŷ` (and generator `x̂`), and, as
 //! for every blob, the recorded sensitivity is that of an encoder `Ĉ` with `B̂Ĉ = S` exactly for
 //! the stored decoder `B̂`, under the declared participation, through
-//! [`participation::sensitivity`](crate::participation::sensitivity) (001 Eq. 3 where it is exact,
+//! [`participation::sensitivity`](crate::privacy::participation::sensitivity) (001 Eq. 3 where it is exact,
 //! else the smaller of the absolute-Gram and Thm 2.1 bounds):
 //!
 //! - Mechanism 1: `Ĉ = B̂†S` per block, Gram `SᵀT̂⁻¹S` with `T̂ = B̂B̂ᵀ` (the autocorrelation
@@ -49,7 +49,7 @@
 use faer::Mat;
 use mfc_formats::SensitivityMethod;
 
-use crate::participation::{Participation, sensitivity};
+use crate::privacy::participation::{Participation, sensitivity};
 use crate::{Error, Result};
 
 /// The two real-valued FFT mechanisms of 001 App. K.
@@ -801,7 +801,8 @@ mod tests {
                 .value;
             let computed = sensitivity(c.as_ref(), &participation).unwrap().value;
             let brute =
-                crate::participation::brute_force_sensitivity(c.as_ref(), &participation).unwrap();
+                crate::privacy::participation::brute_force_sensitivity(c.as_ref(), &participation)
+                    .unwrap();
             assert!(brute <= computed * (1.0 + 1e-12), "{brute} > {computed}");
             assert!(computed <= k_participation_sensitivity(single, k) * (1.0 + 1e-12));
             assert!(

@@ -47,17 +47,17 @@
 //! `O(n·b̂)` each. L-BFGS minimizes `log L = log ‖B‖_F² + log sens²` (invariant under scaling
 //! `c`, so `c_0 = 1` is held fixed) and stops on a plateau of the loss.
 //!
-//! A custom workload `A` goes through the general banded code ([`crate::banded`], `O(n²·b̂)`),
+//! A custom workload `A` goes through the general banded code ([`crate::optimize::banded`], `O(n²·b̂)`),
 //! the gradient of `c_t` being the sum of the general gradient along diagonal `t`.
 
 use faer::{Mat, MatRef};
 use mfc_formats::SensitivityMethod;
 use rayon::prelude::*;
 
-use crate::banded::{BandedEncoder, frobenius_and_gradient};
-use crate::lbfgs::{Plateau, Point, minimize};
-use crate::participation::{Participation, Sensitivity};
-use crate::toeplitz::{ToeplitzError, square_root_coefficients};
+use crate::forms::blt::{ToeplitzError, square_root_coefficients};
+use crate::optimize::banded::{BandedEncoder, frobenius_and_gradient};
+use crate::optimize::lbfgs::{Plateau, Point, minimize};
+use crate::privacy::participation::{Participation, Sensitivity};
 use crate::workload::Workload;
 use crate::{Error, Result};
 
@@ -625,7 +625,7 @@ mod tests {
                 Participation::min_separation(3, 4).unwrap(),
                 Participation::min_separation(2, 5).unwrap(),
             ] {
-                let brute = crate::participation::brute_force_sensitivity(
+                let brute = crate::privacy::participation::brute_force_sensitivity(
                     dense_toeplitz(&c, n).as_ref(),
                     &p,
                 )

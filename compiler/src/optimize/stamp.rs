@@ -7,9 +7,9 @@
 
 use faer::{Mat, MatRef};
 
-use crate::factorize::{Factorization, streaming_factorization};
+use crate::optimize::factorize::{Factorization, streaming_factorization};
 
-use crate::participation::{Participation, Sensitivity, sensitivity};
+use crate::privacy::participation::{Participation, Sensitivity, sensitivity};
 use crate::{Error, Result};
 
 /// The Gram matrix of the stamped encoder: `x` repeated `copies` times along the diagonal.
@@ -79,16 +79,16 @@ pub const STAMP_CANDIDATES: [usize; 8] = [1, 2, 4, 5, 8, 10, 16, 20];
 /// `options`. Returns `(s, loss)` for every candidate tried, best first.
 pub fn choose_stamps(
     a: MatRef<'_, f64>,
-    options: &crate::mechanism::CompileOptions,
+    options: &crate::forms::banded::CompileOptions,
 ) -> Result<Vec<(usize, f64)>> {
     let n = a.nrows();
     let mut tried = Vec::new();
     for s in STAMP_CANDIDATES.into_iter().filter(|s| n % s == 0) {
-        let candidate = crate::mechanism::CompileOptions {
+        let candidate = crate::forms::banded::CompileOptions {
             stamps: s,
             ..options.clone()
         };
-        let (_, x) = crate::mechanism::optimal_gram(a, &candidate, &mut |_| {})?;
+        let (_, x) = crate::forms::banded::optimal_gram(a, &candidate, &mut |_| {})?;
         let evaluated = evaluate_gram(a, x.as_ref(), &options.participation)?;
         tried.push((s, evaluated.loss));
     }
@@ -99,7 +99,7 @@ pub fn choose_stamps(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mechanism::CompileOptions;
+    use crate::forms::banded::CompileOptions;
     use crate::workload::Workload;
 
     /// Stamping is block-diagonal in C (so in X), the stamped factorization reproduces A, and
@@ -131,7 +131,8 @@ mod tests {
                     stamps: s,
                     ..single_epoch.clone()
                 };
-                let (_, x) = crate::mechanism::optimal_gram(a.as_ref(), &o, &mut |_| {}).unwrap();
+                let (_, x) =
+                    crate::forms::banded::optimal_gram(a.as_ref(), &o, &mut |_| {}).unwrap();
                 let e = evaluate_gram(a.as_ref(), x.as_ref(), &options.participation).unwrap();
                 let product = &e.decoder * &e.encoder;
                 assert!((&product - &a).norm_max() < 1e-9);

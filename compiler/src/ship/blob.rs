@@ -9,7 +9,7 @@ use mfc_formats::{
     Neighbouring, Sensitivity, Workload as StoredWorkload, encode_f32s,
 };
 
-use crate::mechanism::CompiledMechanism;
+use crate::forms::banded::CompiledMechanism;
 use crate::workload::Workload;
 use crate::{Error, Result};
 
@@ -71,7 +71,7 @@ fn exact_f32(values: &[f64]) -> Result<Vec<u8>> {
 /// What every form's header records besides the workload and the horizon: the schema, the
 /// sensitivity of what ships, the calibration and the error over every step the blob allows.
 struct Shipped<'a> {
-    participation: &'a crate::participation::Participation,
+    participation: &'a crate::privacy::participation::Participation,
     sensitivity: f64,
     method: mfc_formats::SensitivityMethod,
     sqrt_loss: f64,
@@ -193,8 +193,11 @@ pub fn encode(
 
 /// Encodes a compiled FFT mechanism (001 §4, App. K; `formats/SPEC.md`, decoder 1) for the
 /// prefix-sum workload. The tables are the `f32` values the sensitivity was computed from.
-pub fn encode_fft(compiled: &crate::fft::FftMechanism, options: &BlobOptions) -> Result<Vec<u8>> {
-    use crate::fft::FftKind;
+pub fn encode_fft(
+    compiled: &crate::forms::fft::FftMechanism,
+    options: &BlobOptions,
+) -> Result<Vec<u8>> {
+    use crate::forms::fft::FftKind;
     let too_long = || Error::InvalidOption("more than 2^32 steps".into());
     let block = u32::try_from(compiled.block).map_err(|_| too_long())?;
     let stamps = u32::try_from(compiled.stamps).map_err(|_| too_long())?;
@@ -229,7 +232,7 @@ pub fn encode_fft(compiled: &crate::fft::FftMechanism, options: &BlobOptions) ->
 /// are the `f32` values the sensitivity was computed from, `steps` is the horizon it covers, and
 /// the error figures are over that whole horizon (not the steps it was optimized for).
 pub fn encode_blt(
-    compiled: &crate::toeplitz::CompiledBlt,
+    compiled: &crate::forms::blt::CompiledBlt,
     options: &BlobOptions,
 ) -> Result<Vec<u8>> {
     let steps = u32::try_from(compiled.horizon)
@@ -262,11 +265,11 @@ pub fn encode_blt(
 /// prefix sum are stored as `Custom` with their label; the runtime then releases `x_t + w_t` and
 /// the caller applies `A`.
 pub fn encode_bandmf(
-    compiled: &crate::bandmf::CompiledBandMf,
+    compiled: &crate::forms::bandmf::CompiledBandMf,
     workload: &Workload,
     options: &BlobOptions,
 ) -> Result<Vec<u8>> {
-    use crate::bandmf::BandMfKind;
+    use crate::forms::bandmf::BandMfKind;
     let too_long = |what: &str| Error::InvalidOption(format!("{what} exceeds 2^32 − 1"));
     let steps = u32::try_from(compiled.steps).map_err(|_| too_long("the horizon"))?;
     let bands = u32::try_from(compiled.bands).map_err(|_| too_long("the number of bands"))?;

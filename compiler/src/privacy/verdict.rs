@@ -5,7 +5,7 @@
 //! would ([`Outcome::admit`]): an understated sensitivity is always refused, an unverifiable one
 //! unless the caller opted in by name (`--allow-unverified`, `allow_unverified=True`).
 
-use crate::blob::VERIFY_OPERATIONS;
+use crate::ship::blob::VERIFY_OPERATIONS;
 use mfc_runtime::Validated;
 use mfc_runtime::policy::Policy;
 use mfc_runtime::verify::{self, Unverifiable, Verdict};

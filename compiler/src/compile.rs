@@ -10,21 +10,21 @@ use faer::Mat;
 use mfc_formats::{Calibration, Neighbouring, PrivacyTarget};
 
 use crate::Error;
-use crate::bandmf::{BandMfKind, BandMfOptions, Bands, compile_bandmf};
-use crate::blob::{self, BlobOptions, neighbouring_factor};
 use crate::budget;
-use crate::calibrate::{epsilon_for_noise_multiplier, noise_multiplier_for};
-use crate::compress::CompressOptions;
-use crate::fft::{FftKind, FftOptions, compile_fft};
-use crate::mechanism::{CompileOptions, compile};
-use crate::multi_epoch::MultiEpochOptions;
-use crate::optimize::{OptimizeOptions, Progress};
-use crate::participation::Participation;
-use crate::report::{CompileReport, PrivacyStatement};
-use crate::stamp::choose_stamps;
-use crate::toeplitz::{
+use crate::forms::banded::compress::CompressOptions;
+use crate::forms::banded::{CompileOptions, compile};
+use crate::forms::bandmf::{BandMfKind, BandMfOptions, Bands, compile_bandmf};
+use crate::forms::blt::{
     CompiledBlt, compile_blt, compile_blt_unbounded, horizon_errors, optimize_blt,
 };
+use crate::forms::fft::{FftKind, FftOptions, compile_fft};
+use crate::optimize::multi_epoch::MultiEpochOptions;
+use crate::optimize::single::{OptimizeOptions, Progress};
+use crate::optimize::stamp::choose_stamps;
+use crate::privacy::calibrate::{epsilon_for_noise_multiplier, noise_multiplier_for};
+use crate::privacy::participation::Participation;
+use crate::report::{CompileReport, PrivacyStatement};
+use crate::ship::blob::{self, BlobOptions, neighbouring_factor};
 use crate::workload::{self, Schedule, Workload};
 
 /// The largest horizon `--form bandmf --toeplitz` takes with a learning-rate schedule without

@@ -5,20 +5,23 @@
 //! declared participation schema, of the encoder `Ĉ = B̂⁻¹A` implied by the decoder **after** it
 //! was rounded to `f32`, i.e. of exactly the coefficients the blob stores and the runtime
 //! multiplies by (Denisov et al. 2022, App. H: "an optimal `C_B̂` can be found … as `B̂⁻¹S`";
-//! for `(k, b)` participation, [`participation::sensitivity`](crate::participation::sensitivity)).
+//! for `(k, b)` participation, [`participation::sensitivity`](crate::privacy::participation::sensitivity)).
+
+pub mod compress;
+pub(crate) mod refine;
+pub mod rescale;
 
 use faer::{Mat, MatRef};
 use mfc_formats::SensitivityMethod;
 
-use crate::banded::{BandedOptions, optimize_min_separation};
-use crate::compress::{BandedLowRank, CompressOptions, compress};
-use crate::multi_epoch::{MultiEpochOptions, optimize_multi_epoch};
-use crate::optimize::{OptimizeOptions, Optimum, Progress, optimize_single_participation};
-use crate::participation::{Participation, device_verifiable_sensitivity, sensitivity};
-use crate::refine;
-use crate::rescale::rescale;
-use crate::sensitivity::{encoder_for_decoder, loss, per_step_variance};
-use crate::stamp::{evaluate_gram, stamp};
+use self::compress::{BandedLowRank, CompressOptions, compress};
+use self::rescale::rescale;
+use crate::optimize::banded::{BandedOptions, optimize_min_separation};
+use crate::optimize::multi_epoch::{MultiEpochOptions, optimize_multi_epoch};
+use crate::optimize::single::{OptimizeOptions, Optimum, Progress, optimize_single_participation};
+use crate::optimize::stamp::{evaluate_gram, stamp};
+use crate::privacy::participation::{Participation, device_verifiable_sensitivity, sensitivity};
+use crate::privacy::sensitivity::{encoder_for_decoder, loss, per_step_variance};
 use crate::{Error, Result};
 
 /// A compiled banded-plus-low-rank mechanism, ready to be written as a blob.
@@ -115,7 +118,7 @@ fn shipped(
 /// factorization in the optimized class under `participation`: for single participation always
 /// (003 Thm 3.2); for fixed epoch order always, for any `k` (the multi-epoch optimizer constrains
 /// every window of `k` consecutive steps `b` apart, and its bound maximizes over the sets of
-/// steps at least `k` apart in class positions: [`crate::multi_epoch`]); never for
+/// steps at least `k` apart in class positions: [`crate::optimize::multi_epoch`]); never for
 /// min-separation (the banded optimizer has no dual).
 pub fn certificate_holds(participation: &Participation) -> bool {
     match *participation {
@@ -261,7 +264,7 @@ const STALL_ITERATIONS: usize = 10;
 const STALL_TOLERANCE: f64 = 1e-6;
 
 /// L-BFGS on the surrogate over `patterns` from `start` (structured evaluations,
-/// [`refine`](crate::refine), `O(n²·(h + r))` each); returns the iterate with the smallest
+/// [`refine`](crate::forms::banded::refine), `O(n²·(h + r))` each); returns the iterate with the smallest
 /// pattern loss (the shipped loss when `patterns` are all the maximal ones), never worse than
 /// `start` by that measure.
 fn descend(
@@ -283,7 +286,7 @@ fn descend(
     let mut best = (first.pattern_loss, x0.clone());
     // The iteration at which the surrogate last dropped by more than STALL_TOLERANCE.
     let mut improved = (0, first.value);
-    let (x, last, _) = crate::lbfgs::minimize(
+    let (x, last, _) = crate::optimize::lbfgs::minimize(
         x0,
         first,
         10,
@@ -365,8 +368,8 @@ const ACTIVE_SET_ROUNDS: usize = 8;
 /// --band 5 --rank 5`: +0.39% → +0.22% over the optimum; n = 4096, (7, 5): +1.38% → +0.98%).
 /// With `iterations = 0` the start ships unchanged.
 ///
-/// [`participation::search`]: crate::participation::search
-/// [`participation::sensitivity`]: crate::participation::sensitivity
+/// [`participation::search`]: crate::privacy::participation::search
+/// [`participation::sensitivity`]: crate::privacy::participation::sensitivity
 pub fn refine_for_shipped_loss(
     a: MatRef<'_, f64>,
     start: &BandedLowRank,
@@ -451,11 +454,11 @@ fn worst_pattern(
     };
     let x = refine::encoder_gram(a, decoder)?;
     let absolute = Mat::from_fn(x.nrows(), x.ncols(), |i, j| x[(i, j)].abs());
-    let found = crate::participation::search::max_pattern_quadratic(
+    let found = crate::privacy::participation::search::max_pattern_quadratic(
         absolute.as_ref(),
         k,
         b,
-        crate::participation::search::DEFAULT_BUDGET,
+        crate::privacy::participation::search::DEFAULT_BUDGET,
     );
     Ok(Some(found.pattern))
 }
@@ -540,7 +543,7 @@ mod tests {
             let gram = |m: &[f64]| {
                 let mut g = vec![0.0; r * r];
                 m.chunks(r)
-                    .for_each(|row| crate::compress::add_outer_product(&mut g, row));
+                    .for_each(|row| crate::forms::banded::compress::add_outer_product(&mut g, row));
                 g
             };
             let (gl, gr) = (gram(&refined.left), gram(&refined.right));

@@ -25,7 +25,7 @@
 //!   whichever is smaller; a branch and bound that runs out of budget records its own bound.
 //!
 //! Toeplitz encoders (BLT, banded Toeplitz) have `O(n·k)` formulas in
-//! [`toeplitz`](crate::toeplitz). [`brute_force_sensitivity`] enumerates every maximal pattern
+//! [`toeplitz`](crate::forms::blt). [`brute_force_sensitivity`] enumerates every maximal pattern
 //! and every sign vector: the reference the tests compare every method against.
 
 pub mod patterns;
@@ -644,10 +644,10 @@ mod tests {
     #[test]
     fn dense_search_is_exact_at_the_stackoverflow_size() {
         let n = 2052;
-        let c = crate::toeplitz::square_root_coefficients(n);
+        let c = crate::forms::blt::square_root_coefficients(n);
         let dense = Mat::from_fn(n, n, |i, j| if j <= i { c[i - j] } else { 0.0 });
         let p = Participation::min_separation(6, 342).unwrap();
-        let closed = crate::toeplitz::toeplitz_sensitivity(&c, n, &p);
+        let closed = crate::forms::blt::toeplitz_sensitivity(&c, n, &p);
         assert_eq!(closed.method, SensitivityMethod::NonincreasingToeplitz);
         let s = sensitivity(dense.as_ref(), &p).unwrap();
         assert_eq!(s.method, SensitivityMethod::NonnegativeGram);

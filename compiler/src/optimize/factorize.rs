@@ -60,7 +60,7 @@ pub fn streaming_factorization(a: MatRef<'_, f64>, x: MatRef<'_, f64>) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::optimize::{OptimizeOptions, optimize_single_participation};
+    use crate::optimize::single::{OptimizeOptions, optimize_single_participation};
     use crate::workload::Workload;
 
     fn check(a: &Mat<f64>, x: &Mat<f64>) {
