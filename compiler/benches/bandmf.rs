@@ -12,12 +12,13 @@
 
 use std::time::Instant;
 
-use mfc_compiler::forms::banded::{CompileOptions, optimal_gram};
 use mfc_compiler::forms::bandmf::{
     BandMfKind, BandMfOptions, Bands, CompiledBandMf, compile_bandmf,
 };
-use mfc_compiler::forms::blt::{optimize_blt, toeplitz_sensitivity};
-use mfc_compiler::optimize::banded_toeplitz::ToeplitzProblem;
+use mfc_compiler::optimize::banded::toeplitz::ToeplitzProblem;
+use mfc_compiler::optimize::blt::optimize_blt;
+use mfc_compiler::optimize::optimum::{OptimumOptions, optimal_gram};
+use mfc_compiler::optimize::toeplitz::toeplitz_sensitivity;
 use mfc_compiler::privacy::participation::Participation;
 use mfc_compiler::workload::{Schedule, Workload};
 
@@ -26,9 +27,9 @@ use mfc_compiler::workload::{Schedule, Workload};
 fn floor(workload: &Workload, n: usize, k: usize, b: usize) -> (f64, f64, f64, f64) {
     let started = Instant::now();
     let a = workload.matrix(n).expect("workload");
-    let options = CompileOptions {
+    let options = OptimumOptions {
         participation: Participation::fixed_epoch_order(k, b).expect("schema"),
-        ..CompileOptions::default()
+        ..OptimumOptions::default()
     };
     let (optimum, _) = optimal_gram(a.as_ref(), &options, &mut |p| {
         if p.iteration % 50 == 0 {

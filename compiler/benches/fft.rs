@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use mfc_compiler::forms::fft::{FftKind, FftOptions, closed_form_loss, compile_fft};
 use mfc_compiler::privacy::participation::Participation;
-use mfc_compiler::ship::blob::{BlobOptions, encode_fft};
+use mfc_compiler::ship::blob::BlobOptions;
 use mfc_formats::{
     BandedLowRank, Calibration, Decoder, ErrorSummary, F32Table, Header, Mechanism,
     Participation as StoredParticipation, Sensitivity, SensitivityMethod, Workload, encode_f32s,
@@ -218,7 +218,9 @@ fn replay(block: usize) {
         .expect("FFT mechanism compiles");
         blobs.push((
             format!("FFT {kind:?}"),
-            encode_fft(&compiled, &options).expect("blob"),
+            mfc_compiler::forms::fft::encode(&compiled, &options)
+                .expect("blob")
+                .bytes,
         ));
     }
     for d in [1usize, 64, 1024] {
@@ -285,7 +287,9 @@ fn verify_times(horizons: &[usize]) {
     for &n in horizons {
         for kind in [FftKind::Circulant, FftKind::OptimalDecoder] {
             let compiled = single_block(n, kind);
-            let bytes = encode_fft(&compiled, &BlobOptions::default()).expect("blob");
+            let bytes = mfc_compiler::forms::fft::encode(&compiled, &BlobOptions::default())
+                .expect("blob")
+                .bytes;
             let mechanism = Mechanism::from_bytes(&bytes).expect("valid blob");
             let mut scratch = vec![0.0; verify::scratch_len(&mechanism)];
             let mut seconds = Vec::new();

@@ -14,17 +14,16 @@ use crate::budget;
 use crate::forms::banded::compress::CompressOptions;
 use crate::forms::banded::{CompileOptions, compile};
 use crate::forms::bandmf::{BandMfKind, BandMfOptions, Bands, compile_bandmf};
-use crate::forms::blt::{
-    CompiledBlt, compile_blt, compile_blt_unbounded, horizon_errors, optimize_blt,
-};
+use crate::forms::blt::{CompiledBlt, compile_blt, compile_blt_unbounded, horizon_errors};
 use crate::forms::fft::{FftKind, FftOptions, compile_fft};
+use crate::optimize::blt::optimize_blt;
 use crate::optimize::multi_epoch::MultiEpochOptions;
+use crate::optimize::optimum::{OptimumOptions, choose_stamps};
 use crate::optimize::single::{OptimizeOptions, Progress};
-use crate::optimize::stamp::choose_stamps;
 use crate::privacy::calibrate::{epsilon_for_noise_multiplier, noise_multiplier_for};
 use crate::privacy::participation::Participation;
 use crate::report::{CompileReport, PrivacyStatement};
-use crate::ship::blob::{self, BlobOptions, neighbouring_factor};
+use crate::ship::blob::{BlobOptions, neighbouring_factor};
 use crate::workload::{self, Schedule, Workload};
 
 /// The largest horizon `--form bandmf --toeplitz` takes with a learning-rate schedule without
@@ -508,17 +507,6 @@ pub fn compile_request(
     })
 }
 
-/// The encoder's sensitivity as the blob records it (divided by the neighbouring factor): the
-/// compiler's value, or the device's verification bound when that is larger by rounding
-/// ([`blob`]'s `certified`), so the report states the sensitivity the noise is scaled by.
-fn recorded_sensitivity(blob: &[u8], options: &BlobOptions) -> Result<f64, Error> {
-    let recorded = mfc_formats::Mechanism::from_bytes(blob)?
-        .header
-        .sensitivity
-        .value;
-    Ok(recorded / neighbouring_factor(options.neighbouring)?)
-}
-
 /// The forms whose compile holds a few vectors of `n` floats (BLT, BandMF Toeplitz for the prefix
 /// sum or momentum): a horizon whose vectors exceed this machine's available memory is refused
 /// up front (it would abort on allocation otherwise), naming the largest horizon that fits.
@@ -573,26 +561,28 @@ impl Job<'_> {
         check_budget(request, steps, &self.participation, on_event)?;
         let a = workload.matrix(steps)?;
         let mut options = CompileOptions {
-            participation: self.participation,
-            optimize: OptimizeOptions {
-                relative_gap: request.gap,
-                ..OptimizeOptions::default()
-            },
-            multi_epoch: MultiEpochOptions {
-                relative_gap: request.gap.max(1e-4),
-                ..MultiEpochOptions::default()
+            optimum: OptimumOptions {
+                participation: self.participation,
+                optimize: OptimizeOptions {
+                    relative_gap: request.gap,
+                    ..OptimizeOptions::default()
+                },
+                multi_epoch: MultiEpochOptions {
+                    relative_gap: request.gap.max(1e-4),
+                    ..MultiEpochOptions::default()
+                },
+                ..OptimumOptions::default()
             },
             compression: CompressOptions {
                 refine_iterations: request.refine,
                 ..CompressOptions::default()
             },
-            ..CompileOptions::default()
         };
-        options.stamps = if request.stamps == "auto" {
+        options.optimum.stamps = if request.stamps == "auto" {
             on_event(Event::Progress(
                 "choosing the number of stamps by loss".into(),
             ));
-            let tried = choose_stamps(a.as_ref(), &options)?;
+            let tried = choose_stamps(a.as_ref(), &options.optimum)?;
             tried.first().map_or(1, |&(s, _)| s)
         } else {
             parse_number(&request.stamps, "--stamps")?
@@ -610,8 +600,9 @@ impl Job<'_> {
             &options,
             &mut on_progress,
         )?;
-        let blob = blob::encode(&compiled, workload, &self.blob_options)?;
-        compiled.sensitivity = recorded_sensitivity(&blob, &self.blob_options)?;
+        let written = crate::forms::banded::encode(&compiled, workload, &self.blob_options)?;
+        compiled.sensitivity = written.sensitivity;
+        let blob = written.bytes;
         let mut report = CompileReport::new(
             request.workload.clone(),
             &compiled,
@@ -656,8 +647,9 @@ impl Job<'_> {
         if compiled.every_horizon {
             return self.unbounded_blt(&mut compiled);
         }
-        let blob = blob::encode_blt(&compiled, &self.blob_options)?;
-        compiled.sensitivity = recorded_sensitivity(&blob, &self.blob_options)?;
+        let written = crate::forms::blt::encode(&compiled, &self.blob_options)?;
+        compiled.sensitivity = written.sensitivity;
+        let blob = written.bytes;
         let factor = neighbouring_factor(self.blob_options.neighbouring)?;
         let e = &compiled.horizon_error;
         let design = PrivacyStatement::new(
@@ -718,8 +710,9 @@ impl Job<'_> {
     /// horizon, and how the per-step error grows with the step `t`.
     fn unbounded_blt(&self, compiled: &mut CompiledBlt) -> Result<(Vec<u8>, Report), Error> {
         let (request, steps) = (self.request, self.steps);
-        let blob = blob::encode_blt(compiled, &self.blob_options)?;
-        compiled.sensitivity = recorded_sensitivity(&blob, &self.blob_options)?;
+        let written = crate::forms::blt::encode(compiled, &self.blob_options)?;
+        compiled.sensitivity = written.sensitivity;
+        let blob = written.bytes;
         let factor = neighbouring_factor(self.blob_options.neighbouring)?;
         let statement = PrivacyStatement::new(
             &self.blob_options,
@@ -794,8 +787,9 @@ impl Job<'_> {
             kind,
             participation: self.participation,
         })?;
-        let blob = blob::encode_fft(&compiled, &self.blob_options)?;
-        compiled.sensitivity = recorded_sensitivity(&blob, &self.blob_options)?;
+        let written = crate::forms::fft::encode(&compiled, &self.blob_options)?;
+        compiled.sensitivity = written.sensitivity;
+        let blob = written.bytes;
         let statement = PrivacyStatement::new(
             &self.blob_options,
             &self.participation,
@@ -926,8 +920,9 @@ impl Job<'_> {
                 loss.sqrt()
             )));
         })?;
-        let blob = blob::encode_bandmf(&compiled, workload, &self.blob_options)?;
-        compiled.sensitivity = recorded_sensitivity(&blob, &self.blob_options)?;
+        let written = crate::forms::bandmf::encode(&compiled, workload, &self.blob_options)?;
+        compiled.sensitivity = written.sensitivity;
+        let blob = written.bytes;
         let factor = neighbouring_factor(self.blob_options.neighbouring)?;
         let prefix = matches!(workload, Workload::PrefixSum);
         let floats = compiled.bands + 2 * usize::from(prefix);

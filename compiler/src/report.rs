@@ -10,7 +10,8 @@ use serde::Serialize;
 use mfc_formats::{Neighbouring, SensitivityMethod};
 
 use crate::Result;
-use crate::forms::banded::{CompiledMechanism, certificate_holds};
+use crate::forms::banded::CompiledMechanism;
+use crate::optimize::optimum::certificate_holds;
 use crate::privacy::participation::Participation;
 use crate::ship::blob::{BlobOptions, neighbouring_factor};
 

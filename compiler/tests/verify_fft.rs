@@ -11,7 +11,7 @@ use mfc_compiler::forms::fft::{
     FftKind, FftOptions, compile_fft, for_each_inverse_row, stamp_encoder, stored_dense_decoder,
 };
 use mfc_compiler::privacy::participation::{Participation, brute_force_sensitivity, sensitivity};
-use mfc_compiler::ship::blob::{BlobOptions, encode_fft};
+use mfc_compiler::ship::blob::BlobOptions;
 use mfc_compiler::workload::Workload;
 use mfc_runtime::formats::{Mechanism, SensitivityMethod};
 use mfc_runtime::verify::{self, Unverifiable, Verdict};
@@ -101,7 +101,9 @@ fn compiled(
         participation,
     })
     .unwrap();
-    let bytes = encode_fft(&compiled, &BlobOptions::default()).unwrap();
+    let bytes = mfc_compiler::forms::fft::encode(&compiled, &BlobOptions::default())
+        .unwrap()
+        .bytes;
     (compiled, bytes)
 }
 

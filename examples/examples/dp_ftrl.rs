@@ -29,9 +29,10 @@
 use faer::Mat;
 use mfc_compiler::compare::tree::Tree;
 use mfc_compiler::forms::banded::{CompileOptions, compile};
+use mfc_compiler::optimize::optimum::OptimumOptions;
 use mfc_compiler::privacy::calibrate::noise_multiplier_for;
 use mfc_compiler::privacy::participation::{Participation, sensitivity};
-use mfc_compiler::ship::blob::{self, BlobOptions};
+use mfc_compiler::ship::blob::BlobOptions;
 use mfc_compiler::workload::{Schedule, Workload};
 use mfc_formats::{Calibration, Mechanism, PrivacyTarget};
 use mfc_runtime::noise::NoiseSource;
@@ -216,11 +217,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let schema = Participation::fixed_epoch_order(4, EPOCH)?;
     let sigma = noise_multiplier_for(epsilon, delta).ok_or("calibration failed")?;
     let options = CompileOptions {
-        participation: schema,
+        optimum: OptimumOptions {
+            participation: schema,
+            ..OptimumOptions::default()
+        },
         ..CompileOptions::default()
     };
     let calibrated = |workload: &Workload, compiled| {
-        blob::encode(
+        mfc_compiler::forms::banded::encode(
             compiled,
             workload,
             &BlobOptions {
@@ -232,6 +236,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 ..BlobOptions::default()
             },
         )
+        .map(|written| written.bytes)
     };
     println!(
         "record: one training example of {EXAMPLES}, its gradient clipped to ζ = 1; {}; \

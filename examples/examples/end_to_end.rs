@@ -13,7 +13,7 @@ use mfc_compiler::forms::banded::compress::CompressOptions;
 use mfc_compiler::optimize::single::OptimizeOptions;
 use mfc_compiler::privacy::calibrate::noise_multiplier_for;
 use mfc_compiler::report::CompileReport;
-use mfc_compiler::ship::blob::{self, BlobOptions};
+use mfc_compiler::ship::blob::BlobOptions;
 use mfc_compiler::workload::Workload;
 use mfc_formats::{Calibration, Mechanism, PrivacyTarget};
 use mfc_runtime::{ChaChaNoise, Stream};
@@ -45,7 +45,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         calibration: Some(calibration),
         ..BlobOptions::default()
     };
-    let bytes = blob::encode(&compiled, &workload, &options)?;
+    let bytes = mfc_compiler::forms::banded::encode(&compiled, &workload, &options)?.bytes;
     let path = std::env::temp_dir().join("mfc-end-to-end.mfc");
     std::fs::write(&path, &bytes)?;
     let mut report = CompileReport::new("prefix".into(), &compiled, &options, bytes.len())?;

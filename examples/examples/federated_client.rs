@@ -16,7 +16,7 @@ use mfc_compiler::forms::banded::compile_banded;
 use mfc_compiler::forms::banded::compress::CompressOptions;
 use mfc_compiler::optimize::single::OptimizeOptions;
 use mfc_compiler::privacy::calibrate::noise_multiplier_for;
-use mfc_compiler::ship::blob::{self, BlobOptions};
+use mfc_compiler::ship::blob::BlobOptions;
 use mfc_compiler::workload::Workload;
 use mfc_formats::{Calibration, Mechanism, PrivacyTarget};
 use mfc_runtime::{ChaChaNoise, Stream, clip_factor};
@@ -37,7 +37,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     )?;
     let sigma = noise_multiplier_for(epsilon, delta).ok_or("calibration failed")?;
     let clip_norm = 1.0;
-    let bytes = blob::encode(
+    let bytes = mfc_compiler::forms::banded::encode(
         &compiled,
         &Workload::PrefixSum,
         &BlobOptions {
@@ -48,7 +48,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }),
             ..BlobOptions::default()
         },
-    )?;
+    )?
+    .bytes;
     let mechanism = Mechanism::from_bytes(&bytes)?;
     let floats = Stream::<ChaChaNoise>::workspace_len(&mechanism, PARAMETERS)?;
     println!(

@@ -8,7 +8,7 @@
 use faer::Mat;
 use mfc_compiler::forms::bandmf::{BandMfKind, BandMfOptions, Bands, compile_bandmf};
 use mfc_compiler::privacy::participation::{Participation, brute_force_sensitivity};
-use mfc_compiler::ship::blob::{BlobOptions, encode_bandmf};
+use mfc_compiler::ship::blob::BlobOptions;
 use mfc_compiler::workload::{Schedule, Workload};
 use mfc_formats::{Calibration, Decoder, Mechanism, SensitivityMethod};
 use mfc_runtime::noise::NoiseSource;
@@ -38,7 +38,9 @@ fn blob(
         }),
         ..BlobOptions::default()
     };
-    encode_bandmf(&compiled, workload, &blob_options).unwrap()
+    mfc_compiler::forms::bandmf::encode(&compiled, workload, &blob_options)
+        .unwrap()
+        .bytes
 }
 
 /// The dense encoder `C` rebuilt from the blob's table alone.

@@ -4,9 +4,10 @@
 //! sensitivity as the largest column norm of the dense encoder `C = T(r)⁻¹` (small horizon).
 #![allow(clippy::needless_range_loop)] // index loops mirror the matrix formulas
 
-use mfc_compiler::forms::blt::{compile_blt, optimize_blt};
+use mfc_compiler::forms::blt::compile_blt;
+use mfc_compiler::optimize::blt::optimize_blt;
 use mfc_compiler::privacy::participation::Participation;
-use mfc_compiler::ship::blob::{BlobOptions, encode_blt};
+use mfc_compiler::ship::blob::BlobOptions;
 use mfc_formats::{Calibration, Decoder, Mechanism};
 use mfc_runtime::noise::NoiseSource;
 use mfc_runtime::{BltStream, ChaChaNoise, Error};
@@ -29,7 +30,9 @@ fn blob(n: usize, buffers: usize, horizon: usize) -> Vec<u8> {
     let single = Participation::Single;
     let blt = optimize_blt(n, buffers, &single).unwrap();
     let compiled = compile_blt(&blt, n, horizon, &single).unwrap();
-    encode_blt(&compiled, &options()).unwrap()
+    mfc_compiler::forms::blt::encode(&compiled, &options())
+        .unwrap()
+        .bytes
 }
 
 /// `r_0 = 1`, `r_k = Σ_j ω_j θ_j^{k−1}` from the blob's tables, in f64 by direct powers.
@@ -190,7 +193,8 @@ fn bad_input_is_refused_without_changing_state() {
 fn min_separation_blob_sensitivity_is_at_least_brute_force() {
     let (n, k, b) = (40, 3, 8);
     let schema = Participation::min_separation(k, b).unwrap();
-    let family = mfc_compiler::forms::blt::optimize_blt_family(n, 3, &schema, &mut |_| {}).unwrap();
+    let family =
+        mfc_compiler::optimize::blt::optimize_blt_family(n, 3, &schema, &mut |_| {}).unwrap();
     let mut previous = f64::INFINITY;
     for blt in &family {
         let compiled = compile_blt(blt, n, n, &schema).unwrap();
@@ -200,7 +204,9 @@ fn min_separation_blob_sensitivity_is_at_least_brute_force() {
             compiled.sqrt_loss
         );
         previous = compiled.sqrt_loss;
-        let bytes = encode_blt(&compiled, &BlobOptions::default()).unwrap();
+        let bytes = mfc_compiler::forms::blt::encode(&compiled, &BlobOptions::default())
+            .unwrap()
+            .bytes;
         let m = Mechanism::from_bytes(&bytes).unwrap();
         let r = decoder_coefficients(&m, n);
         let t = faer::Mat::from_fn(n, n, |i, j| if j <= i { r[i - j] } else { 0.0 });
@@ -262,7 +268,9 @@ fn an_unbounded_horizon_bound_covers_a_million_steps_within_a_thousandth() {
         );
         // The blob: no horizon for the runtime, steps past the design steps, a restore there.
         let options = options();
-        let bytes = encode_blt(&unbounded, &options).unwrap();
+        let bytes = mfc_compiler::forms::blt::encode(&unbounded, &options)
+            .unwrap()
+            .bytes;
         let (mechanism, fp) = BlobFingerprint::load(&bytes).unwrap();
         assert_eq!(mechanism.header.steps as usize, n);
         // The device recomputes the bound for every horizon, bit for bit the recorded one, and
@@ -384,7 +392,9 @@ fn the_device_verifies_unbounded_horizon_blobs() {
     for (n, buffers) in [(16, 1), (32, 2), (64, 3), (96, 4), (128, 5), (200, 6)] {
         let blt = optimize_blt(n, buffers, &single).unwrap();
         let unbounded = compile_blt_unbounded(&blt, n, &single).unwrap();
-        let bytes = encode_blt(&unbounded, &options).unwrap();
+        let bytes = mfc_compiler::forms::blt::encode(&unbounded, &options)
+            .unwrap()
+            .bytes;
         let m = Mechanism::from_bytes(&bytes).unwrap();
         let Decoder::Blt(d) = m.decoder else {
             panic!("not a BLT blob")

@@ -21,9 +21,10 @@
 use std::path::PathBuf;
 
 use mfc_compiler::forms::bandmf::{BandMfKind, BandMfOptions, Bands, compile_bandmf};
-use mfc_compiler::forms::blt::{compile_blt, optimize_blt};
+use mfc_compiler::forms::blt::compile_blt;
+use mfc_compiler::optimize::blt::optimize_blt;
 use mfc_compiler::privacy::participation::Participation;
-use mfc_compiler::ship::blob::{BlobOptions, encode_bandmf, encode_blt};
+use mfc_compiler::ship::blob::BlobOptions;
 use mfc_compiler::workload::Workload as CompilerWorkload;
 use mfc_formats::{
     BandedLowRank, Calibration, Decoder, ErrorSummary, F32Table, Fft, FftKind, Header, Mechanism,
@@ -117,7 +118,9 @@ fn blt_blob(sigma: f64) -> Vec<u8> {
     let single = Participation::Single;
     let blt = optimize_blt(64, 4, &single).unwrap();
     let compiled = compile_blt(&blt, 64, STEPS as usize, &single).unwrap();
-    encode_blt(&compiled, &calibration(sigma)).unwrap()
+    mfc_compiler::forms::blt::encode(&compiled, &calibration(sigma))
+        .unwrap()
+        .bytes
 }
 
 /// A BandMF blob: a banded Toeplitz encoder of 4 bands optimized for the prefix sum over 10⁶
@@ -130,7 +133,9 @@ fn bandmf_blob(sigma: f64) -> Vec<u8> {
     };
     let workload = CompilerWorkload::PrefixSum;
     let compiled = compile_bandmf(&workload, STEPS as usize, &options, &mut |_, _| {}).unwrap();
-    encode_bandmf(&compiled, &workload, &calibration(sigma)).unwrap()
+    mfc_compiler::forms::bandmf::encode(&compiled, &workload, &calibration(sigma))
+        .unwrap()
+        .bytes
 }
 
 /// `σ·ζ·sens` as the runtime applies it: each factor rounded up to `f32`, the product, 3 ulps

@@ -6,7 +6,7 @@
 
 use mfc_compiler::forms::fft::{FftKind, FftMechanism, FftOptions, compile_fft, dense_decoder};
 use mfc_compiler::privacy::participation::Participation;
-use mfc_compiler::ship::blob::{self, BlobOptions};
+use mfc_compiler::ship::blob::BlobOptions;
 use mfc_formats::{Calibration, Decoder, Mechanism};
 use mfc_runtime::noise::NoiseSource;
 use mfc_runtime::{ChaChaNoise, Error, FftStream, Stream};
@@ -29,7 +29,9 @@ fn build(steps: usize, stamps: usize, kind: FftKind) -> (FftMechanism, Vec<u8>) 
         }),
         ..BlobOptions::default()
     };
-    let bytes = blob::encode_fft(&compiled, &options).unwrap();
+    let bytes = mfc_compiler::forms::fft::encode(&compiled, &options)
+        .unwrap()
+        .bytes;
     (compiled, bytes)
 }
 

@@ -13,7 +13,7 @@ use mfc_runtime::policy::{self, Policy};
 use mfc_runtime::verify::{self, Verdict};
 use mfc_tests::forge::{Expected, forged_blobs};
 
-/// The host's verification budget (`mfc_compiler::ship::blob::VERIFY_OPERATIONS`).
+/// The host's verification budget (`mfc_compiler::privacy::verdict::VERIFY_OPERATIONS`).
 const BUDGET: u64 = 20_000_000_000;
 
 #[test]

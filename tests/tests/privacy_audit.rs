@@ -10,7 +10,7 @@
 use mfc_compiler::forms::banded::compile_banded;
 use mfc_compiler::forms::banded::compress::CompressOptions;
 use mfc_compiler::optimize::single::OptimizeOptions;
-use mfc_compiler::ship::blob::{self, BlobOptions};
+use mfc_compiler::ship::blob::BlobOptions;
 use mfc_compiler::workload::Workload;
 use mfc_formats::{Calibration, Decoder, F32Table, Mechanism, encode_f32s};
 use mfc_runtime::noise::NoiseSource;
@@ -189,7 +189,9 @@ fn prefix_blob(steps: usize, band: usize, rank: usize, sigma: f64) -> Vec<u8> {
         }),
         ..BlobOptions::default()
     };
-    blob::encode(&compiled, &Workload::PrefixSum, &options).unwrap()
+    mfc_compiler::forms::banded::encode(&compiled, &Workload::PrefixSum, &options)
+        .unwrap()
+        .bytes
 }
 
 fn compiled_blob() -> Vec<u8> {

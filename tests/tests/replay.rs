@@ -8,10 +8,11 @@
 #![allow(clippy::needless_range_loop)] // index loops mirror the matrix formulas
 
 use mfc_compiler::forms::bandmf::{BandMfKind, BandMfOptions, Bands, compile_bandmf};
-use mfc_compiler::forms::blt::{compile_blt, optimize_blt};
+use mfc_compiler::forms::blt::compile_blt;
 use mfc_compiler::forms::fft::{FftKind, FftMechanism, FftOptions, compile_fft, dense_decoder};
+use mfc_compiler::optimize::blt::optimize_blt;
 use mfc_compiler::privacy::participation::Participation;
-use mfc_compiler::ship::blob::{self, BlobOptions, encode_bandmf, encode_blt};
+use mfc_compiler::ship::blob::BlobOptions;
 use mfc_compiler::workload::Workload;
 use mfc_formats::{
     BandedLowRank, Calibration, Decoder, ErrorSummary, F32Table, Header, Mechanism, Neighbouring,
@@ -109,7 +110,12 @@ fn build(form: Form) -> (Vec<u8>, Option<FftMechanism>) {
         Form::Blt => {
             let blt = optimize_blt(24, 3, &single).unwrap();
             let compiled = compile_blt(&blt, 24, 24, &single).unwrap();
-            (encode_blt(&compiled, &calibrated()).unwrap(), None)
+            (
+                mfc_compiler::forms::blt::encode(&compiled, &calibrated())
+                    .unwrap()
+                    .bytes,
+                None,
+            )
         }
         Form::Fft(kind) => {
             let compiled = compile_fft(&FftOptions {
@@ -119,7 +125,9 @@ fn build(form: Form) -> (Vec<u8>, Option<FftMechanism>) {
                 participation: single,
             })
             .unwrap();
-            let bytes = blob::encode_fft(&compiled, &calibrated()).unwrap();
+            let bytes = mfc_compiler::forms::fft::encode(&compiled, &calibrated())
+                .unwrap()
+                .bytes;
             (bytes, Some(compiled))
         }
         Form::BandMf => {
@@ -131,7 +139,10 @@ fn build(form: Form) -> (Vec<u8>, Option<FftMechanism>) {
             };
             let compiled =
                 compile_bandmf(&Workload::PrefixSum, 24, &options, &mut |_, _| {}).unwrap();
-            let bytes = encode_bandmf(&compiled, &Workload::PrefixSum, &calibrated()).unwrap();
+            let bytes =
+                mfc_compiler::forms::bandmf::encode(&compiled, &Workload::PrefixSum, &calibrated())
+                    .unwrap()
+                    .bytes;
             (bytes, None)
         }
     }

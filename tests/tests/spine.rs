@@ -5,9 +5,10 @@
 
 use mfc_compiler::forms::banded::compress::CompressOptions;
 use mfc_compiler::forms::banded::{CompileOptions, CompiledMechanism, compile, compile_banded};
+use mfc_compiler::optimize::optimum::OptimumOptions;
 use mfc_compiler::optimize::single::OptimizeOptions;
 use mfc_compiler::privacy::participation::Participation;
-use mfc_compiler::ship::blob::{self, BlobOptions};
+use mfc_compiler::ship::blob::BlobOptions;
 use mfc_compiler::workload::{Schedule, Workload};
 use mfc_formats::{Calibration, Decoder, Mechanism};
 use mfc_runtime::noise::NoiseSource;
@@ -43,7 +44,9 @@ fn encode(workload: &Workload, compiled: CompiledMechanism) -> (CompiledMechanis
         }),
         ..BlobOptions::default()
     };
-    let bytes = blob::encode(&compiled, workload, &options).unwrap();
+    let bytes = mfc_compiler::forms::banded::encode(&compiled, workload, &options)
+        .unwrap()
+        .bytes;
     (compiled, bytes)
 }
 
@@ -306,8 +309,11 @@ fn multi_epoch_momentum_blob_replays_and_its_sensitivity_is_exact() {
         .collect();
     for stamps in [1, 3] {
         let options = CompileOptions {
-            participation: Participation::fixed_epoch_order(k, b).unwrap(),
-            stamps,
+            optimum: OptimumOptions {
+                participation: Participation::fixed_epoch_order(k, b).unwrap(),
+                stamps,
+                ..OptimumOptions::default()
+            },
             ..CompileOptions::default()
         };
         let compiled = compile(a.as_ref(), 4, 3, &options, &mut |_| {}).unwrap();
@@ -354,7 +360,10 @@ fn min_separation_blob_covers_every_pattern_at_least_b_apart() {
         .collect();
     let compile_for = |participation| {
         let options = CompileOptions {
-            participation,
+            optimum: OptimumOptions {
+                participation,
+                ..OptimumOptions::default()
+            },
             ..CompileOptions::default()
         };
         encode(
@@ -430,7 +439,9 @@ fn replace_one_noise_is_exactly_twice_the_add_remove_noise() {
             }),
             neighbouring,
         };
-        blob::encode(&compiled, &Workload::PrefixSum, &options).unwrap()
+        mfc_compiler::forms::banded::encode(&compiled, &Workload::PrefixSum, &options)
+            .unwrap()
+            .bytes
     };
     let add_remove = blob_for(mfc_formats::Neighbouring::AddOrRemove);
     let replace_one = blob_for(mfc_formats::Neighbouring::ReplaceOne);

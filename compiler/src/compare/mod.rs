@@ -22,15 +22,16 @@ use serde::Serialize;
 
 use crate::Result;
 use crate::compare::tree::Tree;
-use crate::forms::banded::{CompileOptions, certificate_holds, compile, optimal_gram};
+use crate::forms::banded::{CompileOptions, compile};
 use crate::forms::bandmf::{BandMfKind, BandMfOptions, Bands, compile_bandmf};
-use crate::forms::blt::{inverse_series, optimize_blt_family, square_root_coefficients};
 use crate::forms::fft::{FftKind, FftOptions, compile_fft};
+use crate::optimize::blt::optimize_blt_family;
+use crate::optimize::optimum::{OptimumOptions, certificate_holds, choose_stamps, optimal_gram};
 use crate::optimize::single::Progress;
-use crate::optimize::stamp::choose_stamps;
 use crate::optimize::stamp::evaluate_gram;
+use crate::optimize::toeplitz::{inverse_series, square_root_coefficients};
 use crate::privacy::participation::{Participation, sensitivity};
-use crate::ship::blob::{self, BlobOptions};
+use crate::ship::blob::BlobOptions;
 use crate::workload::Workload;
 
 /// One mechanism's row.
@@ -60,7 +61,7 @@ pub struct Row {
     /// For BLT rows: `(N, √L_N, sens_N)` at `N = n, 2n, 4n, 8n` steps with the parameters
     /// optimized for `n` (BLT has no horizon; see [`Blt::beyond_horizon`]).
     ///
-    /// [`Blt::beyond_horizon`]: crate::forms::blt::Blt::beyond_horizon
+    /// [`Blt::beyond_horizon`]: crate::optimize::blt::Blt::beyond_horizon
     pub beyond_horizon: Vec<(usize, f64, f64)>,
     /// Wall-clock seconds this row took to optimize, compile and evaluate.
     pub seconds: f64,
@@ -187,7 +188,7 @@ fn optimum_row(
     progress: &mut dyn FnMut(&str),
 ) -> Result<Row> {
     let n = a.nrows();
-    let participation = &compile_options.participation;
+    let participation = &compile_options.optimum.participation;
     let name = match participation {
         Participation::MinSeparation { min_separation, .. } => {
             progress("the optimum over banded encoders (BandMF)");
@@ -201,7 +202,7 @@ fn optimum_row(
             "optimal (dense B), certified".into()
         }
     };
-    let (_, x) = optimal_gram(a, compile_options, &mut |_: &Progress| {})?;
+    let (_, x) = optimal_gram(a, &compile_options.optimum, &mut |_: &Progress| {})?;
     let dense = evaluate_gram(a, x.as_ref(), participation)?;
     let norms: Vec<f64> = (0..n)
         .map(|i| dense.decoder.row(i).squared_norm_l2())
@@ -254,12 +255,14 @@ fn compare_add_remove(
     let mut rows = Vec::new();
     let mut clock = Clock(Instant::now());
     let compile_options = CompileOptions {
-        participation: *participation,
+        optimum: OptimumOptions {
+            participation: *participation,
+            ..OptimumOptions::default()
+        },
         compression: crate::forms::banded::compress::CompressOptions {
             refine_iterations: options.refine_iterations,
             ..Default::default()
         },
-        ..CompileOptions::default()
     };
     let row = optimum_row(a.as_ref(), &compile_options, progress)?;
     clock.push(&mut rows, row);
@@ -279,9 +282,9 @@ fn compare_add_remove(
         let (max_participations, min_separation) =
             (fixed.max_participations(), fixed.separation().unwrap_or(n));
         progress("the certified fixed-epoch optimum (a floor)");
-        let fixed = CompileOptions {
+        let fixed = OptimumOptions {
             participation: fixed,
-            ..compile_options.clone()
+            ..compile_options.optimum.clone()
         };
         let (optimum, _) = optimal_gram(a.as_ref(), &fixed, &mut |_: &Progress| {})?;
         clock.push(&mut rows, Row {
@@ -310,7 +313,7 @@ fn compare_add_remove(
         &compile_options,
         &mut |_| {},
     )?;
-    let bytes = blob::encode(&compiled, workload, &BlobOptions::default())?;
+    let bytes = crate::forms::banded::encode(&compiled, workload, &BlobOptions::default())?.bytes;
     let stored = compiled.compressed.to_dense();
     let norms: Vec<f64> = (0..n).map(|i| stored.row(i).squared_norm_l2()).collect();
     let (h, r) = (options.band, options.rank);
@@ -327,11 +330,11 @@ fn compare_add_remove(
 
     if participation.max_participations() > 1 {
         progress("stamping");
-        let tried = choose_stamps(a.as_ref(), &compile_options)?;
+        let tried = choose_stamps(a.as_ref(), &compile_options.optimum)?;
         if let Some(&(stamps, _)) = tried.iter().find(|&&(s, _)| s > 1) {
-            let stamped = CompileOptions {
+            let stamped = OptimumOptions {
                 stamps,
-                ..compile_options.clone()
+                ..compile_options.optimum.clone()
             };
             let (_, x) = optimal_gram(a.as_ref(), &stamped, &mut |_: &Progress| {})?;
             let dense = evaluate_gram(a.as_ref(), x.as_ref(), participation)?;
@@ -366,7 +369,8 @@ fn compare_add_remove(
             &mut |_, _| {},
         )?;
         bands = Bands::Fixed(compiled.bands);
-        let bytes = blob::encode_bandmf(&compiled, workload, &BlobOptions::default())?;
+        let bytes =
+            crate::forms::bandmf::encode(&compiled, workload, &BlobOptions::default())?.bytes;
         let prefix = matches!(workload, Workload::PrefixSum);
         let s2 = compiled.sensitivity * compiled.sensitivity;
         let norms: Vec<f64> = compiled.per_step_variance.iter().map(|v| v / s2).collect();
@@ -413,7 +417,11 @@ fn compare_add_remove(
             3 * m + 1,
         );
         row.beyond_horizon = stored.blt.beyond_horizon(n, participation);
-        row.blob_bytes = Some(blob::encode_blt(&stored, &BlobOptions::default())?.len());
+        row.blob_bytes = Some(
+            crate::forms::blt::encode(&stored, &BlobOptions::default())?
+                .bytes
+                .len(),
+        );
         row.seconds = seconds;
         rows.push(row);
     }
@@ -427,7 +435,7 @@ fn compare_add_remove(
             kind,
             participation: *participation,
         })?;
-        let bytes = blob::encode_fft(&fft, &BlobOptions::default())?;
+        let bytes = crate::forms::fft::encode(&fft, &BlobOptions::default())?.bytes;
         let size = (3 * n - 1).next_power_of_two();
         // Complex FFTs of size N per coordinate and block of n steps (2 per pair of coordinates
         // for Mechanism 1, 8 for Mechanism 2), about N log₂N operations each.

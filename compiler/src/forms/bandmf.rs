@@ -2,7 +2,7 @@
 //! a banded lower-triangular encoder `C` with `b̂` bands (Choquette-Choo et al. 2023b,
 //! "(Amplified) Banded Matrix Factorizations"), either general (`n × b̂` coefficients,
 //! [`crate::optimize::banded`]) or banded Toeplitz (`b̂` coefficients, McKenna 2025,
-//! [`crate::optimize::banded_toeplitz`]).
+//! [`crate::optimize::banded::toeplitz`]).
 //!
 //! The device adds `w = C⁻¹z` to the clipped inputs by forward substitution and releases
 //! `S(x + w)` for the prefix sum, or `x_t + w_t` for another workload, whose matrix `A` the
@@ -27,11 +27,16 @@
 use faer::Mat;
 use mfc_formats::SensitivityMethod;
 
-use crate::optimize::banded::{BandedEncoder, BandedOptions, optimize_banded};
-use crate::optimize::banded_toeplitz::{ToeplitzOptions, ToeplitzProblem, optimize};
+use crate::optimize::banded::BandedEncoder;
+use crate::optimize::banded::general::{BandedOptions, optimize_banded};
+use crate::optimize::banded::toeplitz::{ToeplitzOptions, ToeplitzProblem, optimize};
 use crate::privacy::participation::Participation;
+use crate::ship::blob::{
+    BlobOptions, Shipped, Written, exact_f32, step_stddev, steps_u32, stored_workload, table, write,
+};
 use crate::workload::Workload;
 use crate::{Error, Result};
+use mfc_formats::Decoder;
 
 /// General banded or banded Toeplitz.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -285,6 +290,42 @@ pub fn compile_bandmf(
             Ok(compiled)
         }
     }
+}
+
+/// Encodes a compiled BandMF encoder (`formats/SPEC.md`, decoder 3) for `workload`
+/// ([`crate::ship::blob::write`]): the stored coefficients are the `f32` values the sensitivity
+/// was computed from. Workloads other than the prefix sum are stored as `Custom` with their
+/// label; the runtime then releases `x_t + w_t` and the caller applies `A`.
+pub fn encode(
+    compiled: &CompiledBandMf,
+    workload: &Workload,
+    options: &BlobOptions,
+) -> Result<Written> {
+    let encoder = exact_f32(&compiled.coefficients)?;
+    let label = workload.label();
+    let shipped = Shipped {
+        participation: &compiled.participation,
+        sensitivity: compiled.sensitivity,
+        method: compiled.sensitivity_method,
+        sqrt_loss: compiled.sqrt_loss,
+        optimal_sqrt_loss: None,
+        step_stddev: step_stddev(&compiled.per_step_variance),
+    };
+    let decoder = Decoder::BandMf(mfc_formats::BandMf {
+        kind: match compiled.kind {
+            BandMfKind::General => mfc_formats::BandMfKind::General,
+            BandMfKind::Toeplitz => mfc_formats::BandMfKind::Toeplitz,
+        },
+        bands: steps_u32(compiled.bands, "the number of bands")?,
+        encoder: table(&encoder)?,
+    });
+    write(
+        stored_workload(workload, &label),
+        steps_u32(compiled.steps, "the horizon")?,
+        shipped,
+        decoder,
+        options,
+    )
 }
 
 #[cfg(test)]

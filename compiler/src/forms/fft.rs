@@ -50,7 +50,9 @@ use faer::Mat;
 use mfc_formats::SensitivityMethod;
 
 use crate::privacy::participation::{Participation, sensitivity};
+use crate::ship::blob::{BlobOptions, Shipped, Written, step_stddev, steps_u32, table, write};
 use crate::{Error, Result};
+use mfc_formats::{Decoder, Workload as StoredWorkload};
 
 /// The two real-valued FFT mechanisms of 001 App. K.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -637,6 +639,38 @@ pub fn stored_dense_decoder(
             0.0
         }
     })
+}
+
+/// Encodes a compiled FFT mechanism ([001] §4, App. K; `formats/SPEC.md`, decoder 1) for the
+/// prefix-sum workload ([`crate::ship::blob::write`]). The tables are the `f32` values the
+/// sensitivity was computed from.
+pub fn encode(compiled: &FftMechanism, options: &BlobOptions) -> Result<Written> {
+    let block = steps_u32(compiled.block, "the block")?;
+    let stamps = steps_u32(compiled.stamps, "the number of stamps")?;
+    let steps = block
+        .checked_mul(stamps)
+        .ok_or_else(|| Error::Numerical("the horizon exceeds 2^32 − 1 steps".into()))?;
+    let kernel = mfc_formats::encode_f32s(compiled.kernel.iter().copied());
+    let generator = mfc_formats::encode_f32s(compiled.generator.iter().copied());
+    let shipped = Shipped {
+        participation: &compiled.participation,
+        sensitivity: compiled.sensitivity,
+        method: compiled.sensitivity_method,
+        sqrt_loss: compiled.sqrt_loss,
+        optimal_sqrt_loss: None,
+        step_stddev: step_stddev(&compiled.per_step_variance),
+    };
+    let decoder = Decoder::Fft(mfc_formats::Fft {
+        kind: match compiled.kind {
+            FftKind::Circulant => mfc_formats::FftKind::Circulant,
+            FftKind::OptimalDecoder => mfc_formats::FftKind::OptimalDecoder,
+        },
+        block,
+        stamps,
+        kernel: table(&kernel)?,
+        generator: table(&generator)?,
+    });
+    write(StoredWorkload::PrefixSum, steps, shipped, decoder, options)
 }
 
 #[cfg(test)]

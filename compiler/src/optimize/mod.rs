@@ -6,10 +6,12 @@
 //! algebra).
 
 pub mod banded;
-pub mod banded_toeplitz;
+pub mod blt;
 pub mod factorize;
 pub(crate) mod lbfgs;
 pub(crate) mod linalg;
 pub mod multi_epoch;
+pub mod optimum;
 pub mod single;
 pub mod stamp;
+pub mod toeplitz;

@@ -5,11 +5,14 @@
 //! would ([`Outcome::admit`]): an understated sensitivity is always refused, an unverifiable one
 //! unless the caller opted in by name (`--allow-unverified`, `allow_unverified=True`).
 
-use crate::ship::blob::VERIFY_OPERATIONS;
 use mfc_runtime::Validated;
 use mfc_runtime::policy::Policy;
 use mfc_runtime::verify::{self, Unverifiable, Verdict};
 use serde_json::json;
+
+/// The most operations the compiler spends on the check of `crate::ship::blob` of one blob (seconds on a
+/// host; a device's budget is its own, `mfc_runtime::verify::operations`).
+pub const VERIFY_OPERATIONS: u64 = 20_000_000_000;
 
 /// What the verification said, for the report: JSON, one line of text, and the refusal if any.
 pub struct Outcome {

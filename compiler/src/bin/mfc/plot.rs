@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use mfc_compiler::compare::{CompareOptions, compare};
 
 use crate::options;
-use mfc_compiler::forms::banded::{CompileOptions, optimal_gram};
+use mfc_compiler::optimize::optimum::{OptimumOptions, optimal_gram};
 use mfc_compiler::optimize::stamp::evaluate_gram;
 use mfc_compiler::privacy::participation::Participation;
 use mfc_compiler::workload::Workload;
@@ -113,9 +113,9 @@ fn heatmap(args: &Args, participation: Participation) -> Plot {
         .into());
     }
     let a = Workload::PrefixSum.matrix(n)?;
-    let options = CompileOptions {
+    let options = OptimumOptions {
         participation,
-        ..CompileOptions::default()
+        ..OptimumOptions::default()
     };
     let (_, x) = optimal_gram(a.as_ref(), &options, &mut |_| {})?;
     let f = evaluate_gram(a.as_ref(), x.as_ref(), &participation)?;

@@ -16,13 +16,16 @@ use mfc_formats::SensitivityMethod;
 
 use self::compress::{BandedLowRank, CompressOptions, compress};
 use self::rescale::rescale;
-use crate::optimize::banded::{BandedOptions, optimize_min_separation};
-use crate::optimize::multi_epoch::{MultiEpochOptions, optimize_multi_epoch};
-use crate::optimize::single::{OptimizeOptions, Optimum, Progress, optimize_single_participation};
-use crate::optimize::stamp::{evaluate_gram, stamp};
+use crate::optimize::optimum::{OptimumOptions, optimal_gram};
+use crate::optimize::single::{OptimizeOptions, Optimum, Progress};
+use crate::optimize::stamp::evaluate_gram;
 use crate::privacy::participation::{Participation, device_verifiable_sensitivity, sensitivity};
 use crate::privacy::sensitivity::{encoder_for_decoder, loss, per_step_variance};
+use crate::ship::blob::{
+    BlobOptions, Shipped, Written, exact_f32, step_stddev, steps_u32, stored_workload, table, write,
+};
 use crate::{Error, Result};
+use mfc_formats::Decoder;
 
 /// A compiled banded-plus-low-rank mechanism, ready to be written as a blob.
 #[derive(Debug, Clone)]
@@ -48,35 +51,12 @@ pub struct CompiledMechanism {
 }
 
 /// Everything [`compile`] needs besides the workload and the compressed form.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct CompileOptions {
-    /// The participation schema the mechanism is optimized and certified for.
-    pub participation: Participation,
-    /// Repeat an encoder optimized for `n / stamps` steps `stamps` times (001 D.4); must divide
-    /// `n`.
-    pub stamps: usize,
-    /// The single-participation optimizer.
-    pub optimize: OptimizeOptions,
-    /// The multi-epoch optimizer (fixed epoch order, when a block holds more than one
-    /// participation).
-    pub multi_epoch: MultiEpochOptions,
-    /// The banded optimizer (min-separation, when a block holds more than one participation).
-    pub banded: BandedOptions,
+    /// The dense optimum the decoder approximates: its schema, stamps and optimizers.
+    pub optimum: OptimumOptions,
     /// The compression of the decoder.
     pub compression: CompressOptions,
-}
-
-impl Default for CompileOptions {
-    fn default() -> Self {
-        Self {
-            participation: Participation::Single,
-            stamps: 1,
-            optimize: OptimizeOptions::default(),
-            multi_epoch: MultiEpochOptions::default(),
-            banded: BandedOptions::default(),
-            compression: CompressOptions::default(),
-        }
-    }
 }
 
 /// Whether `a` is the prefix-sum workload `S` (ones on and below the diagonal).
@@ -114,74 +94,6 @@ fn shipped(
     ))
 }
 
-/// Whether the dual bound of [`optimal_gram`]'s optimum is a lower bound on the loss of every
-/// factorization in the optimized class under `participation`: for single participation always
-/// (003 Thm 3.2); for fixed epoch order always, for any `k` (the multi-epoch optimizer constrains
-/// every window of `k` consecutive steps `b` apart, and its bound maximizes over the sets of
-/// steps at least `k` apart in class positions: [`crate::optimize::multi_epoch`]); never for
-/// min-separation (the banded optimizer has no dual).
-pub fn certificate_holds(participation: &Participation) -> bool {
-    match *participation {
-        Participation::Single | Participation::FixedEpochOrder { .. } => true,
-        Participation::MinSeparation { .. } => false,
-    }
-}
-
-/// The optimal Gram matrix `X = CᵀC` for `participation`, optimized on a block of `n / stamps`
-/// steps (the leading block of `A`) and stamped to `n`: single participation by φ (003 §3),
-/// several participations per block by the multi-epoch optimizer (001 §3) for fixed epoch order
-/// and by the banded optimizer (BandMF with `b` bands, [`optimize_min_separation`]) for
-/// min-separation. [`certificate_holds`] says whether the optimum's dual bound is a certificate.
-pub fn optimal_gram(
-    a: MatRef<'_, f64>,
-    options: &CompileOptions,
-    progress: &mut dyn FnMut(&Progress),
-) -> Result<(Optimum, Mat<f64>)> {
-    let n = a.nrows();
-    let stamps = options.stamps;
-    if stamps == 0 || n % stamps != 0 {
-        return Err(Error::InvalidOption(format!(
-            "the number of stamps must divide n = {n}, got {stamps}"
-        )));
-    }
-    if let Some(separation) = options.participation.separation() {
-        if separation > n {
-            return Err(Error::InvalidOption(format!(
-                "the separation b = {separation} exceeds the n = {n} steps"
-            )));
-        }
-    }
-    let block = n / stamps;
-    let head = a.submatrix(0, 0, block, block).to_owned();
-    // A block shorter than the separation holds one participation at most.
-    let optimum = match options.participation {
-        Participation::FixedEpochOrder { epochs, separation } if separation < block => {
-            optimize_multi_epoch(
-                head.as_ref(),
-                epochs,
-                separation,
-                &options.multi_epoch,
-                progress,
-            )?
-        }
-        Participation::MinSeparation { min_separation, .. } if min_separation < block => {
-            optimize_min_separation(
-                head.as_ref(),
-                &options.participation,
-                &options.banded,
-                progress,
-            )?
-        }
-        _ => optimize_single_participation(head.as_ref(), &options.optimize, progress)?,
-    };
-    let x = if stamps == 1 {
-        optimum.x.clone()
-    } else {
-        stamp(optimum.x.as_ref(), stamps)
-    };
-    Ok((optimum, x))
-}
-
 /// Compiles the optimal single-participation mechanism for `a`, compressed to `(band, rank)`.
 pub fn compile_banded(
     a: MatRef<'_, f64>,
@@ -192,9 +104,11 @@ pub fn compile_banded(
     progress: &mut dyn FnMut(&Progress),
 ) -> Result<CompiledMechanism> {
     let options = CompileOptions {
-        optimize: optimize.clone(),
+        optimum: OptimumOptions {
+            optimize: optimize.clone(),
+            ..OptimumOptions::default()
+        },
         compression: compression.clone(),
-        ..CompileOptions::default()
     };
     compile(a, band, rank, &options, progress)
 }
@@ -218,8 +132,8 @@ pub fn compile(
             "the band h must be in 1..={n}, got {band}"
         )));
     }
-    let participation = options.participation;
-    let (optimum, x) = optimal_gram(a, options, progress)?;
+    let participation = options.optimum.participation;
+    let (optimum, x) = optimal_gram(a, &options.optimum, progress)?;
     let dense = evaluate_gram(a, x.as_ref(), &participation)?;
     let fitted = compress(dense.decoder.as_ref(), band, rank, &options.compression)?;
     let compressed = refine_for_shipped_loss(
@@ -238,7 +152,7 @@ pub fn compile(
         optimal_sqrt_loss: dense.loss.sqrt(),
         optimum,
         participation,
-        stamps: options.stamps,
+        stamps: options.optimum.stamps,
         compressed: stored,
         sensitivity,
         sensitivity_method,
@@ -463,6 +377,43 @@ fn worst_pattern(
     Ok(Some(found.pattern))
 }
 
+/// Encodes `compiled` (for `workload`, under its participation schema) as a blob
+/// ([`crate::ship::blob::write`]): the tables are the `f32` values the sensitivity was computed
+/// from. Workloads other than the prefix sum are stored as `Custom` with their label.
+pub fn encode(
+    compiled: &CompiledMechanism,
+    workload: &crate::workload::Workload,
+    options: &BlobOptions,
+) -> Result<Written> {
+    let c = &compiled.compressed;
+    let diagonals = exact_f32(&c.diagonals)?;
+    let left = exact_f32(&c.left)?;
+    let right = exact_f32(&c.right)?;
+    let label = workload.label();
+    let shipped = Shipped {
+        participation: &compiled.participation,
+        sensitivity: compiled.sensitivity,
+        method: compiled.sensitivity_method,
+        sqrt_loss: compiled.sqrt_loss,
+        optimal_sqrt_loss: Some(compiled.optimal_sqrt_loss),
+        step_stddev: step_stddev(&compiled.per_step_variance),
+    };
+    let decoder = Decoder::BandedLowRank(mfc_formats::BandedLowRank {
+        band: c.band as u32,
+        rank: c.rank as u32,
+        diagonals: table(&diagonals)?,
+        left: table(&left)?,
+        right: table(&right)?,
+    });
+    write(
+        stored_workload(workload, &label),
+        steps_u32(c.steps, "the horizon")?,
+        shipped,
+        decoder,
+        options,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -534,7 +485,7 @@ mod tests {
                 c.sqrt_loss
             );
             // What the refinement returns is in balanced form: LᵀL = RᵀR (`balanced`).
-            let (_, x) = optimal_gram(a.as_ref(), &CompileOptions::default(), &mut |_| {}).unwrap();
+            let (_, x) = optimal_gram(a.as_ref(), &OptimumOptions::default(), &mut |_| {}).unwrap();
             let dense = evaluate_gram(a.as_ref(), x.as_ref(), &Participation::Single).unwrap();
             let fitted =
                 compress(dense.decoder.as_ref(), h, r, &CompressOptions::default()).unwrap();
@@ -589,7 +540,10 @@ mod tests {
             Participation::min_separation(4, 16).unwrap(),
         ] {
             let options = CompileOptions {
-                participation,
+                optimum: OptimumOptions {
+                    participation,
+                    ..OptimumOptions::default()
+                },
                 ..CompileOptions::default()
             };
             let first = compile(a.as_ref(), 4, 4, &options, &mut |_| {}).unwrap();

@@ -644,10 +644,10 @@ mod tests {
     #[test]
     fn dense_search_is_exact_at_the_stackoverflow_size() {
         let n = 2052;
-        let c = crate::forms::blt::square_root_coefficients(n);
+        let c = crate::optimize::toeplitz::square_root_coefficients(n);
         let dense = Mat::from_fn(n, n, |i, j| if j <= i { c[i - j] } else { 0.0 });
         let p = Participation::min_separation(6, 342).unwrap();
-        let closed = crate::forms::blt::toeplitz_sensitivity(&c, n, &p);
+        let closed = crate::optimize::toeplitz::toeplitz_sensitivity(&c, n, &p);
         assert_eq!(closed.method, SensitivityMethod::NonincreasingToeplitz);
         let s = sensitivity(dense.as_ref(), &p).unwrap();
         assert_eq!(s.method, SensitivityMethod::NonnegativeGram);

@@ -54,9 +54,9 @@ use faer::{Mat, MatRef};
 use mfc_formats::SensitivityMethod;
 use rayon::prelude::*;
 
-use crate::forms::blt::{ToeplitzError, square_root_coefficients};
 use crate::optimize::banded::{BandedEncoder, frobenius_and_gradient};
 use crate::optimize::lbfgs::{Plateau, Point, minimize};
+use crate::optimize::toeplitz::{ToeplitzError, square_root_coefficients};
 use crate::privacy::participation::{Participation, Sensitivity};
 use crate::workload::Workload;
 use crate::{Error, Result};
