@@ -19,7 +19,7 @@ diff -u runtime/capi/include/mfc.h target/mfc.h
 cargo build --release -p mfc-runtime-capi
 cc -O2 -std=c11 -Wall -Wextra -Werror -I runtime/capi/include runtime/capi/examples/telemetry.c \
     target/release/libmfc.a -lpthread -ldl -lm -o target/telemetry-c
-cargo build --release -q -p mfc-compiler --bin mfc
+cargo build --release -q -p mfc-cli --bin mfc
 cargo build --release -q -p mfc-examples --example capi_reference
 mkdir -p target/capi
 mfc=target/release/mfc
@@ -66,7 +66,7 @@ for spec in "banded:--steps 48 --band 4 --rank 3" \
     "fft-optimal:--form fft-optimal --steps 96 --stamps 3 --neighbouring replace-one"; do
     name=${spec%%:*}
     # shellcheck disable=SC2086 # the options are words
-    cargo run --release -q -p mfc-compiler --bin mfc -- compile --epsilon 2 --delta 1e-6 \
+    cargo run --release -q -p mfc-cli --bin mfc -- compile --epsilon 2 --delta 1e-6 \
         --out "target/verify-$name.mfc" ${spec#*:} >/dev/null
     target/verify-c "target/verify-$name.mfc"
 done
@@ -82,7 +82,7 @@ list=target/capi/admit.list
 mkdir -p target/capi/lowered
 expect() { echo "$*" >> "$list"; }
 # An honest blob the device cannot verify: FFT under min separation (mfc inspect: unverifiable).
-cargo run --release -q -p mfc-compiler --bin mfc -- compile --epsilon 2 --delta 1e-6 \
+cargo run --release -q -p mfc-cli --bin mfc -- compile --epsilon 2 --delta 1e-6 \
     --form fft --steps 64 --stamps 2 --epochs 2 --min-sep 16 --out target/capi/fft-min-sep.mfc \
     >/dev/null
 target/verify-c --scale 0.5 target/capi/fft-min-sep.mfc target/capi/fft-min-sep-halved.mfc

@@ -15,7 +15,7 @@ PYO3_PYTHON="$(command -v python3)" cargo clippy --release \
   --manifest-path compiler/python/Cargo.toml --all-targets -- -D warnings
 
 echo "== python: the mfc binary (the reference the tests compare with)"
-cargo build --release -q -p mfc-compiler --bin mfc
+cargo build --release -q -p mfc-cli --bin mfc
 export MFC_BINARY="$CARGO_TARGET_DIR/release/mfc"
 
 echo "== python: pip install ./compiler/python into a fresh virtualenv"

@@ -18,13 +18,13 @@
 #
 # Blobs: `telemetry.mfc` and `h6r6.mfc` (commands in the top-level README.md) and `blt.mfc`, made
 # from the repository root with the same horizon and ε/δ/ζ as `telemetry.mfc`:
-#   cargo run --release -p mfc-compiler --bin mfc -- compile --workload prefix --form blt \
+#   cargo run --release -p mfc-cli --bin mfc -- compile --workload prefix --form blt \
 #       --buffers 4 --steps 64 --epsilon 2 --delta 1e-6 --clip-norm 1 \
 #       --out examples/firmware/blt.mfc   # CRC-32 0xe50283ef
 # The BLT rows checkpoint every step and restore once, as the banded ones. BandMF
 # (`size-bandmf`, `bandmf.mfc`: banded Toeplitz, b̂ = 8; the bench also runs
 # `bandmf-general.mfc`, the general encoder with the same options), made with
-#   cargo run --release -p mfc-compiler --bin mfc -- compile --workload prefix --form bandmf \
+#   cargo run --release -p mfc-cli --bin mfc -- compile --workload prefix --form bandmf \
 #       --toeplitz --bands 8 --steps 64 --epsilon 2 --delta 1e-6 --clip-norm 1 \
 #       --out examples/firmware/bandmf.mfc   # CRC-32 0xe60f20ba
 # and the same without --toeplitz for bandmf-general.mfc.

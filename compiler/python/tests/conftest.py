@@ -65,7 +65,7 @@ def mfc_binary():
         if cargo is None:
             pytest.fail("the mfc binary is needed (set MFC_BINARY or install cargo)")
         subprocess.run(
-            [cargo, "build", "--release", "-q", "-p", "mfc-compiler", "--bin", "mfc"],
+            [cargo, "build", "--release", "-q", "-p", "mfc-cli", "--bin", "mfc"],
             cwd=REPO,
             check=True,
         )
