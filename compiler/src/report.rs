@@ -37,7 +37,7 @@ pub struct PrivacyReport {
 /// target. A compiled mechanism is one Gaussian mechanism of sensitivity 1 and noise multiplier
 /// `σ` once its noise is scaled by the recorded sensitivity (Denisov et al. 2022, Thm 2.1), so
 /// `σ` and `δ` determine `ε`; a stored target whose `ε` is below that claims more privacy than the
-/// blob gives, and is refused ([`Error::OverstatedPrivacy`]). `None` for a calibration without a
+/// blob gives, and is refused ([`crate::Error::OverstatedPrivacy`]). `None` for a calibration without a
 /// target (`--noise-multiplier`: no `δ` to derive `ε` at).
 pub fn derived_privacy(
     calibration: &mfc_formats::Calibration,

@@ -66,7 +66,7 @@ pub fn horizon_error(blt: &Blt, horizon: usize, sensitivity: f64) -> HorizonErro
 const STEPPED: usize = 1 << 20;
 
 /// [`horizon_error`] at each of `horizons` (non-decreasing) in one pass: step by step for the
-/// first [`STEPPED`] steps (or until every `θ^j` has underflowed), then in closed form. With
+/// first `STEPPED` (2^20) steps (or until every `θ^j` has underflowed), then in closed form. With
 /// `P_i = θ_i^{k−1}` after `k` steps, the later prefix sums are `b(u) = β − Σ_i a_i θ_i^u`
 /// (`u = j − k + 1`, `a_i = ω_i P_i/(1 − θ_i)`, `β = b_{k−1} + Σ_i a_i`), so the rows and their
 /// total are sums of geometric series in `θ_i` and `θ_iθ_l`:
