@@ -1,6 +1,5 @@
 //! `mfc calibrate`: the noise multiplier for a privacy target, or the privacy of a multiplier.
 
-use mfc_compiler::Error;
 use mfc_compiler::privacy::calibrate::{
     PRIVACY_UNIT, epsilon_for_noise_multiplier, noise_multiplier_for, zcdp_rho,
 };
@@ -37,7 +36,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let (epsilon, sigma) = match (args.epsilon, args.noise_multiplier) {
         (Some(eps), None) => {
             let sigma = noise_multiplier_for(eps, args.delta).ok_or_else(|| {
-                Error::InvalidOption(format!(
+                crate::options::Refusal(format!(
                     "--epsilon {eps:?} --delta {:?}: no noise multiplier in (0, 10^6] reaches it",
                     args.delta
                 ))
@@ -46,7 +45,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
         (None, Some(sigma)) => {
             let eps = epsilon_for_noise_multiplier(sigma, args.delta).ok_or_else(|| {
-                Error::InvalidOption(format!(
+                crate::options::Refusal(format!(
                     "--noise-multiplier {sigma:?} --delta {:?}: no finite ε (σ too small for δ)",
                     args.delta
                 ))
@@ -54,7 +53,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             (eps, sigma)
         }
         _ => {
-            return Err(Error::InvalidOption(
+            return Err(crate::options::Refusal(
                 "give either --epsilon or --noise-multiplier (with --delta)".into(),
             )
             .into());

@@ -2,7 +2,6 @@
 //! for the participation schema it is evaluated under.
 
 use indicatif::{ProgressBar, ProgressStyle};
-use mfc_compiler::Error;
 use mfc_compiler::compare::{CompareOptions, compare};
 use mfc_compiler::forms::bandmf::Bands;
 
@@ -11,7 +10,8 @@ use mfc_compiler::report::{neighbouring_name, privacy_unit};
 
 use crate::options;
 use crate::schema::SchemaArgs;
-use mfc_compiler::compile::parse_workload;
+use mfc_compiler::compile::workload;
+use mfc_compiler::request::{BandsChoice, WorkloadSpec};
 
 /// Compare the optimum, banded+low-rank, stamping, BandMF (banded Toeplitz and general), BLT,
 /// FFT, square root and tree mechanisms (the last four for the prefix sum only), each optimized
@@ -42,8 +42,8 @@ pub struct Args {
     /// b̂ of the BandMF rows (banded Toeplitz and general; at most b under --min-sep/--every b),
     /// or `auto`: the fewest bands among 1, 2, 4, … and the most allowed (at most --max-bands)
     /// whose banded Toeplitz sqrt(L) is within 1% of the best of them.
-    #[arg(long, default_value = "auto", value_name = "N|auto")]
-    bands: String,
+    #[arg(long, default_value = "auto", value_name = "N|auto", value_parser = options::bands)]
+    bands: BandsChoice,
     /// With --bands auto: the most bands tried. The general row's optimizer costs O(n²·b̂) per
     /// iteration.
     #[arg(long, default_value_t = 32, allow_negative_numbers = true, value_parser = options::max_bands)]
@@ -57,9 +57,12 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
-    let participation = args.schema.participation(args.steps)?;
-    let neighbouring = args.schema.neighbouring()?;
-    let (workload, _) = parse_workload(&args.workload, Some(args.steps), args.cooldown.as_deref())?;
+    let participation = args.schema.participation()?;
+    let neighbouring = args.schema.neighbouring;
+    let (workload, _) = workload(
+        &WorkloadSpec::parse(&args.workload, args.cooldown.as_deref())?,
+        Some(args.steps),
+    )?;
     let label = workload.label();
     let bar = ProgressBar::new_spinner();
     bar.set_style(ProgressStyle::with_template("{spinner} {elapsed} {msg}")?);
@@ -72,21 +75,11 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             band: args.band,
             rank: args.rank,
             max_buffers: args.max_buffers,
-            bands: match args.bands.as_str() {
-                "auto" if args.max_bands >= 1 => Bands::Auto {
+            bands: match args.bands {
+                BandsChoice::Auto => Bands::Auto {
                     max: args.max_bands,
                 },
-                "auto" => {
-                    return Err(Error::InvalidOption(
-                        "--max-bands 0: auto needs at least 1 band to try".into(),
-                    )
-                    .into());
-                }
-                text => Bands::Fixed(text.parse().map_err(|_| {
-                    Error::InvalidOption(format!(
-                        "--bands {text}: expected a number of bands b̂ ≥ 1 or `auto`"
-                    ))
-                })?),
+                BandsChoice::Fixed(b) => Bands::Fixed(b),
             },
             refine_iterations: args.refine,
             neighbouring,

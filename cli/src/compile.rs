@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 use mfc_compiler::Error;
-use mfc_compiler::compile::{CompileRequest, Event, Horizon, compile_request};
+use mfc_compiler::compile::{Event, compile};
+use mfc_compiler::request::{BandsChoice, FormKind, Horizon, Options, Stamps, WorkloadSpec};
 
 use crate::options;
 use crate::schema::SchemaArgs;
@@ -26,10 +27,11 @@ pub struct Args {
     cooldown: Option<String>,
     #[command(flatten)]
     schema: SchemaArgs,
-    /// Repeat an encoder optimized for n/S steps S times (S must divide n), or `auto`: choose S
-    /// among 1, 2, 4, 5, 8, 10, 16, 20 by the loss under the participation schema.
-    #[arg(long, default_value = "1")]
-    stamps: String,
+    /// Banded and FFT forms: repeat an encoder optimized for n/S steps S times (S must divide
+    /// n), or `auto` (banded form): choose S among 1, 2, 4, 5, 8, 10, 16, 20 by the loss under
+    /// the participation schema [default: 1].
+    #[arg(long, value_name = "S|auto", value_parser = options::stamps)]
+    stamps: Option<Stamps>,
     /// Number of steps n (the horizon); for an .npy workload it must match the matrix.
     #[arg(long, allow_negative_numbers = true, value_parser = options::steps)]
     steps: Option<usize>,
@@ -38,46 +40,46 @@ pub struct Args {
     /// `fft` or `fft-optimal` (the FFT mechanism or its optimal decoder, prefix sums, blocks of
     /// n/--stamps steps; no optimization); `bandmf` (BandMF: a banded encoder with --bands
     /// bands, general or --toeplitz; the prefix sum or momentum, whose noised inputs the
-    /// optimizer post-processes).
-    #[arg(long, default_value = "banded")]
-    form: String,
+    /// optimizer post-processes). Options of another form are refused.
+    #[arg(long, default_value = "banded", value_parser = options::form)]
+    form: FormKind,
     /// BandMF: b̂, the bands of the encoder (1 ≤ b̂ ≤ min(b, n) under --min-sep/--every b), or
     /// `auto`: the fewest bands among 1, 2, 4, … and the most allowed (at most --max-bands) whose
-    /// sqrt(L) is within 1% of the best of them.
-    #[arg(long, value_name = "N|auto")]
-    bands: Option<String>,
+    /// sqrt(L) is within 1% of the best of them [default: auto].
+    #[arg(long, value_name = "N|auto", value_parser = options::bands)]
+    bands: Option<BandsChoice>,
     /// BandMF with --bands auto: the most bands tried (the device keeps (b̂ + 2)·d floats for
-    /// the prefix sum).
-    #[arg(long, default_value_t = 256, allow_negative_numbers = true, value_parser = options::max_bands)]
-    max_bands: usize,
+    /// the prefix sum) [default: 256].
+    #[arg(long, allow_negative_numbers = true, value_parser = options::max_bands)]
+    max_bands: Option<usize>,
     /// BandMF: a banded Toeplitz encoder (b̂ coefficients, optimized in O(n·b̂) per step for the
     /// prefix sum, any horizon) instead of a general one (n × b̂ coefficients, O(n²·b̂)).
     #[arg(long)]
     toeplitz: bool,
-    /// BLT: buffers per coordinate.
-    #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = options::buffers)]
-    buffers: usize,
+    /// BLT: buffers per coordinate [default: 4].
+    #[arg(long, allow_negative_numbers = true, value_parser = options::buffers)]
+    buffers: Option<usize>,
     /// BLT: the horizon the sensitivity covers and the runtime stops at (default: --steps, the
     /// horizon the parameters are optimized for), or `unbounded`: a sensitivity bound valid for
     /// every horizon (single participation; the runtime never stops on its own account).
     #[arg(long, value_name = "N|unbounded", allow_negative_numbers = true, value_parser = options::horizon)]
     horizon: Option<Horizon>,
-    /// h: diagonals of the decoder kept exactly (≥ 1).
-    #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = options::band)]
-    band: usize,
-    /// r: rank of the decoder's part below the band.
-    #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = options::rank)]
-    rank: usize,
-    /// L-BFGS iterations of the refinement that lowers the shipped loss of the (h, r) decoder
-    /// directly after the fit, followed by its optimal diagonal rescaling (0: ship the fit).
-    /// Under several participations a few thousand iterations keep improving it (minutes at
-    /// n = 512).
-    #[arg(long, default_value_t = 50, allow_negative_numbers = true, value_parser = options::refine)]
-    refine: usize,
-    /// Stop optimizing when the relative duality gap is at most this (at least 1e-4 for the
-    /// multi-epoch optimizer, whose first-order method converges linearly).
-    #[arg(long, default_value_t = 1e-6, allow_negative_numbers = true, value_parser = options::gap)]
-    gap: f64,
+    /// Banded form: h, diagonals of the decoder kept exactly (≥ 1) [default: 4].
+    #[arg(long, allow_negative_numbers = true, value_parser = options::band)]
+    band: Option<usize>,
+    /// Banded form: r, rank of the decoder's part below the band [default: 4].
+    #[arg(long, allow_negative_numbers = true, value_parser = options::rank)]
+    rank: Option<usize>,
+    /// Banded form: L-BFGS iterations of the refinement that lowers the shipped loss of the
+    /// (h, r) decoder directly after the fit, followed by its optimal diagonal rescaling (0: ship
+    /// the fit). Under several participations a few thousand iterations keep improving it
+    /// [default: 50].
+    #[arg(long, allow_negative_numbers = true, value_parser = options::refine)]
+    refine: Option<usize>,
+    /// Banded form: stop optimizing when the relative duality gap is at most this (at least 1e-4
+    /// for the multi-epoch optimizer) [default: 1e-6].
+    #[arg(long, allow_negative_numbers = true, value_parser = options::gap)]
+    gap: Option<f64>,
     /// ζ: the L2 norm the runtime clips every input row to.
     #[arg(long, default_value_t = 1.0, allow_negative_numbers = true, value_parser = options::clip_norm)]
     clip_norm: f64,
@@ -105,14 +107,18 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let started = Instant::now();
-    let request = CompileRequest {
-        workload: args.workload,
-        matrix: None,
-        cooldown: args.cooldown,
-        schema: args.schema.schema(),
-        stamps: args.stamps,
+    let request = Options {
+        workload: Some(WorkloadSpec::parse(
+            &args.workload,
+            args.cooldown.as_deref(),
+        )?),
         steps: args.steps,
-        form: args.form,
+        epochs: args.schema.epochs,
+        min_sep: args.schema.min_sep,
+        every: args.schema.every,
+        neighbouring: Some(args.schema.neighbouring),
+        form: Some(args.form),
+        stamps: args.stamps,
         bands: args.bands,
         max_bands: args.max_bands,
         toeplitz: args.toeplitz,
@@ -122,16 +128,17 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         rank: args.rank,
         refine: args.refine,
         gap: args.gap,
-        clip_norm: args.clip_norm,
+        clip_norm: Some(args.clip_norm),
         epsilon: args.epsilon,
         delta: args.delta,
         noise_multiplier: args.noise_multiplier,
         force: args.force,
-    };
+    }
+    .request()?;
     let mut status = Status::new(started)?;
-    let compiled = compile_request(&request, &mut |event| match event {
+    let compiled = compile(&request, &mut |event| match event {
         Event::Progress(line) => status.say(&line),
-        Event::Warning(line) => eprintln!("{line}"),
+        Event::Warning(line) => eprintln!("mfc: {line}"),
     })?;
     status.finish();
     write_blob(&args.out, &compiled.blob)?;

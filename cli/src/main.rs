@@ -88,11 +88,26 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
 }
 
+/// The library's error in the CLI's words: an option refusal spelled `--min-sep 5: …`
+/// ([`mfc_compiler::request::Spelling::Cli`]); anything else as the library says it.
+fn describe(err: &(dyn std::error::Error + 'static)) -> String {
+    use mfc_compiler::request::{OptionError, Spelling};
+    if let Some(e) = err.downcast_ref::<OptionError>() {
+        return format!("invalid option: {}", e.render(Spelling::Cli));
+    }
+    match err.downcast_ref::<mfc_compiler::Error>() {
+        Some(mfc_compiler::Error::Option(e)) => {
+            format!("invalid option: {}", e.render(Spelling::Cli))
+        }
+        _ => err.to_string(),
+    }
+}
+
 fn main() -> ExitCode {
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            let mut message = format!("mfc: {err}");
+            let mut message = format!("mfc: {}", describe(err.as_ref()));
             let mut source = err.source();
             while let Some(cause) = source {
                 message.push_str(&format!(": {cause}"));

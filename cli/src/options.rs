@@ -4,10 +4,39 @@
 //! depend on other options (a band at most the number of steps) are checked by the subcommand
 //! before its first expensive call.
 
-use mfc_compiler::compile::Horizon;
+use mfc_compiler::request::{
+    self, BandsChoice, FormKind, Horizon, MAX_BUFFERS, MAX_REFINE, OptionError, Spelling, Stamps,
+};
+use mfc_formats::Neighbouring;
 
 /// The most steps a blob can hold (`header.steps` is a `u32`, `formats/SPEC.md`).
-pub const MAX_STEPS: u64 = u32::MAX as u64;
+pub const MAX_STEPS: u64 = request::MAX_STEPS as u64;
+
+/// A library parser's refusal as clap shows it (`invalid value 'X' for '--opt <OPT>': …`): what
+/// is allowed, other options spelled as the CLI spells them.
+fn library<T>(result: Result<T, OptionError>) -> Result<T, String> {
+    result.map_err(|e| Spelling::Cli.spell(&e.expected))
+}
+
+/// `--neighbouring`: `add-remove` or `replace-one`.
+pub fn neighbouring(text: &str) -> Result<Neighbouring, String> {
+    library(request::parse_neighbouring(text))
+}
+
+/// `--form`: `banded`, `blt`, `fft`, `fft-optimal` or `bandmf`.
+pub fn form(text: &str) -> Result<FormKind, String> {
+    library(FormKind::parse(text))
+}
+
+/// `--stamps`: a number or `auto`.
+pub fn stamps(text: &str) -> Result<Stamps, String> {
+    library(Stamps::parse(text))
+}
+
+/// `--bands`: a number of bands or `auto`.
+pub fn bands(text: &str) -> Result<BandsChoice, String> {
+    library(BandsChoice::parse(text))
+}
 
 /// An integer in `lo..=hi`.
 fn integer_in(text: &str, lo: u64, hi: u64) -> Result<usize, String> {
@@ -56,9 +85,12 @@ pub fn horizon(text: &str) -> Result<Horizon, String> {
         .map_err(|e| format!("{e}, or `unbounded`"))
 }
 
+/// `--buffers`' range as a `u64` for [`integer_in`].
+const BUFFERS: u64 = MAX_BUFFERS as u64;
+
 /// `--buffers`: `1..=64`, the BLT buffers the format allows (`formats/SPEC.md`, decoder 2).
 pub fn buffers(text: &str) -> Result<usize, String> {
-    integer_in(text, 1, 64)
+    integer_in(text, 1, BUFFERS)
 }
 
 /// `--band`: `h ≥ 1` (at most `--steps`, checked with it).
@@ -76,12 +108,9 @@ pub fn max_bands(text: &str) -> Result<usize, String> {
     integer_in(text, 1, MAX_STEPS)
 }
 
-/// The most L-BFGS iterations `--refine` takes (each costs `O(n²(h + r))`).
-pub const MAX_REFINE: u64 = 1_000_000;
-
-/// `--refine`: `0..=1 000 000` iterations.
+/// `--refine`: `0..=1 000 000` iterations ([`MAX_REFINE`]).
 pub fn refine(text: &str) -> Result<usize, String> {
-    integer_in(text, 0, MAX_REFINE)
+    integer_in(text, 0, MAX_REFINE as u64)
 }
 
 /// `--epochs`, `--min-sep`, `--every`: `1..=2³²−1` (the blob stores them as `u32`).
@@ -162,6 +191,19 @@ pub fn in_path(text: &str) -> Result<std::path::PathBuf, String> {
         Err(e) => Err(format!("{e} (expected an existing, readable file)")),
     }
 }
+
+/// A refusal of the command line's own (an option or input the library does not see), printed
+/// once as `mfc: invalid option: …` like the library's.
+#[derive(Debug)]
+pub struct Refusal(pub String);
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "invalid option: {}", self.0)
+    }
+}
+
+impl std::error::Error for Refusal {}
 
 #[cfg(test)]
 mod tests {

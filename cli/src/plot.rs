@@ -45,7 +45,7 @@ fn errors(args: &Args, participation: Participation) -> Plot {
             // BandMF rows are not plotted: the cheapest, one band.
             bands: mfc_compiler::forms::bandmf::Bands::Fixed(1),
             refine_iterations: 50,
-            neighbouring: args.schema.neighbouring()?,
+            neighbouring: args.schema.neighbouring,
         },
         &mut |_| {},
     )?;
@@ -107,10 +107,9 @@ fn errors(args: &Args, participation: Participation) -> Plot {
 fn heatmap(args: &Args, participation: Participation) -> Plot {
     let n = args.steps;
     if n == 0 || n > 512 {
-        return Err(mfc_compiler::Error::InvalidOption(format!(
-            "the heatmap needs 1 ≤ n ≤ 512, got {n}"
-        ))
-        .into());
+        return Err(
+            crate::options::Refusal(format!("the heatmap needs 1 ≤ n ≤ 512, got {n}")).into(),
+        );
     }
     let a = Workload::PrefixSum.matrix(n)?;
     let options = OptimumOptions {
@@ -156,13 +155,13 @@ fn heatmap(args: &Args, participation: Participation) -> Plot {
 }
 
 pub fn run(args: Args) -> Plot {
-    let participation = args.schema.participation(args.steps)?;
-    args.schema.neighbouring()?;
+    let participation = args.schema.participation()?;
+    mfc_compiler::request::check_separation(&participation, args.steps)?;
     match args.kind.as_str() {
         "errors" => errors(&args, participation)?,
         "heatmap" => heatmap(&args, participation)?,
         other => {
-            return Err(mfc_compiler::Error::InvalidOption(format!(
+            return Err(crate::options::Refusal(format!(
                 "unknown plot `{other}` (expected `errors` or `heatmap`)"
             ))
             .into());

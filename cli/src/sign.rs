@@ -49,7 +49,7 @@ pub fn keygen(args: KeygenArgs) -> Result<(), Box<dyn std::error::Error>> {
     let public = PathBuf::from(format!("{}.pub", args.out.display()));
     for path in [&args.out, &public] {
         if path.exists() {
-            return Err(Error::InvalidOption(format!(
+            return Err(crate::options::Refusal(format!(
                 "--out {}: {} exists (keys are never overwritten)",
                 args.out.display(),
                 path.display()

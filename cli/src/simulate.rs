@@ -41,7 +41,7 @@ fn io_error(path: &Path, e: std::io::Error) -> Error {
 }
 
 /// The input rows.
-fn read_rows(path: &Path) -> Result<Vec<Vec<f32>>, Error> {
+fn read_rows(path: &Path) -> Result<Vec<Vec<f32>>, Box<dyn std::error::Error>> {
     if path.extension().is_some_and(|e| e == "npy") {
         let m = mfc_compiler::workload::read_npy_matrix(path)?;
         return Ok((0..m.nrows())
@@ -56,12 +56,13 @@ fn read_rows(path: &Path) -> Result<Vec<Vec<f32>>, Error> {
             line.split(',')
                 .map(|v| {
                     v.trim().parse::<f32>().map_err(|_| {
-                        Error::InvalidOption(format!(
+                        crate::options::Refusal(format!(
                             "{}:{}: `{}` is not a number",
                             path.display(),
                             n + 1,
                             v.trim()
                         ))
+                        .into()
                     })
                 })
                 .collect()
@@ -99,7 +100,7 @@ fn noise(seed: Option<&str>) -> Result<ChaChaNoise, Box<dyn std::error::Error>> 
     };
     // Checked as characters before any slicing: 64 bytes need not be 64 characters.
     if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(Error::InvalidOption(format!(
+        return Err(crate::options::Refusal(format!(
             "--seed must be 64 hexadecimal digits (0-9, a-f, A-F), got `{hex}` ({} characters)",
             hex.chars().count()
         ))
@@ -111,7 +112,7 @@ fn noise(seed: Option<&str>) -> Result<ChaChaNoise, Box<dyn std::error::Error>> 
         *byte = digit(pair[0]) << 4 | digit(pair[1]);
     }
     if key == [0; 32] {
-        return Err(Error::InvalidOption(format!(
+        return Err(crate::options::Refusal(format!(
             "--seed {hex}: the all-zero seed is refused (64 hexadecimal digits, not all 0)"
         ))
         .into());
@@ -148,7 +149,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let inputs = read_rows(&args.input)?;
     let dim = inputs.first().map_or(0, Vec::len);
     if inputs.is_empty() || inputs.iter().any(|r| r.len() != dim) {
-        return Err(Error::InvalidOption(format!(
+        return Err(crate::options::Refusal(format!(
             "{}: expected a non-empty matrix with rows of equal length",
             args.input.display()
         ))
@@ -158,7 +159,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     // only): the row is the step, counted from 0 as the runtime counts steps.
     for (row, values) in inputs.iter().enumerate() {
         if let Some((column, value)) = values.iter().enumerate().find(|(_, v)| !v.is_finite()) {
-            return Err(Error::InvalidOption(format!(
+            return Err(crate::options::Refusal(format!(
                 "{}: row {row} (step {row}), coordinate {column} is {value}: inputs must be finite",
                 args.input.display()
             ))

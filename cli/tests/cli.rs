@@ -120,7 +120,10 @@ fn compile_rejects_bad_options_with_exit_code_2() {
         "compile --workload nonsense --steps 16 --out {}",
         &[&out],
     ));
-    assert!(err.contains("unknown workload"));
+    assert!(
+        err.contains("--workload nonsense: expected `prefix`"),
+        "{err}"
+    );
 }
 
 /// Issue 18: a horizon whose dense compile would not fit in this machine's memory is refused
@@ -270,7 +273,7 @@ fn compile_momentum_with_cooldown_for_multiple_epochs() {
         ),
         (
             "--workload prefix --neighbouring swap-one",
-            "--neighbouring swap-one",
+            "'swap-one' for '--neighbouring <RELATION>': expected `add-remove` or `replace-one`",
         ),
     ] {
         let err = assert_refused(&args(
@@ -467,8 +470,15 @@ fn compile_bandmf_forms_and_inspect_them() {
             "--bands 33 --epochs 2 --min-sep 32",
             "--bands 33: b̂ must be in 1..=32",
         ),
-        ("--bands 0", "--bands 0: b̂ must be in 1..=64"),
-        ("--bands many", "--bands many: expected a number"),
+        (
+            "--bands 0",
+            "'0' for '--bands <N|auto>': expected a number of bands b̂ ≥ 1",
+        ),
+        ("--bands 65", "--bands 65: b̂ must be in 1..=64"),
+        (
+            "--bands many",
+            "'many' for '--bands <N|auto>': expected a number",
+        ),
         (
             "--bands auto --max-bands 0",
             "'0' for '--max-bands <MAX_BANDS>': 0 is not in 1..=",
@@ -482,7 +492,7 @@ fn compile_bandmf_forms_and_inspect_them() {
     }
     let err = assert_refused(&args("compile --steps 64 --bands 4 --out {}", &[&general]));
     assert!(
-        err.contains("--bands and --toeplitz apply to --form bandmf only"),
+        err.contains("--bands 4: applies to --form bandmf only; the form is `banded`"),
         "{err}"
     );
     // The general encoder's n × n matrices at a million steps do not fit: refused, naming the

@@ -76,7 +76,7 @@ const CASES: &[(&str, &[&str])] = &[
         "compile --steps '' --out D/x.mfc",
         &["--steps", "1..=4294967295"],
     ),
-    ("compile --out D/x.mfc", &["--steps is required"]),
+    ("compile --out D/x.mfc", &["--steps: is required"]),
     (
         "compile --steps 8 --band 0 --out D/x.mfc",
         &["--band", "'0'", "1..="],
@@ -99,11 +99,11 @@ const CASES: &[(&str, &[&str])] = &[
     ),
     (
         "compile --steps 8 --stamps 3 --out D/x.mfc",
-        &["--stamps 3", "a divisor of --steps, or `auto`"],
+        &["--stamps 3: expected a divisor of --steps (8), or `auto`"],
     ),
     (
         "compile --steps 8 --stamps x --out D/x.mfc",
-        &["--stamps x", "a divisor of --steps, or `auto`"],
+        &["'x' for '--stamps", "a divisor of --steps, or `auto`"],
     ),
     (
         "compile --steps 8 --form fft --stamps 0 --out D/x.mfc",
@@ -121,9 +121,38 @@ const CASES: &[(&str, &[&str])] = &[
         "compile --steps 8 --form blt --horizon 4000000000 --out D/x.mfc",
         &["--horizon", "4000000000", "enough for --horizon up to"],
     ),
+    // Issue 27: an option of another form is refused, not ignored.
+    (
+        "compile --steps 8 --form blt --band 3 --out D/x.mfc",
+        &[
+            "--band 3",
+            "applies to --form banded only",
+            "the form is `blt`",
+        ],
+    ),
+    (
+        "compile --steps 8 --form fft --bands 3 --out D/x.mfc",
+        &[
+            "--bands 3",
+            "applies to --form bandmf only",
+            "the form is `fft`",
+        ],
+    ),
+    (
+        "compile --steps 8 --form bandmf --buffers 3 --out D/x.mfc",
+        &[
+            "--buffers 3",
+            "applies to --form blt only",
+            "the form is `bandmf`",
+        ],
+    ),
+    (
+        "compile --steps 8 --form blt --refine 10 --out D/x.mfc",
+        &["--refine 10", "applies to --form banded only"],
+    ),
     (
         "compile --steps 8 --horizon 16 --out D/x.mfc",
-        &["--horizon", "16", "only the blt form"],
+        &["--horizon", "16", "applies to --form blt only"],
     ),
     (
         "compile --steps 4000000000 --form bandmf --toeplitz --out D/x.mfc",
@@ -131,7 +160,7 @@ const CASES: &[(&str, &[&str])] = &[
     ),
     (
         "compile --steps 8 --form bandmf --bands 0 --out D/x.mfc",
-        &["--bands", "0", "1..=8"],
+        &["--bands", "'0'", "b̂ ≥ 1, or `auto`"],
     ),
     (
         "compile --steps 8 --form bandmf --bands 9 --out D/x.mfc",
@@ -139,7 +168,7 @@ const CASES: &[(&str, &[&str])] = &[
     ),
     (
         "compile --steps 8 --form bandmf --bands many --out D/x.mfc",
-        &["--bands", "many", "b̂ ≥ 1 or `auto`"],
+        &["--bands", "many", "b̂ ≥ 1, or `auto`"],
     ),
     (
         "compile --steps 8 --form bandmf --max-bands 0 --out D/x.mfc",
@@ -152,7 +181,7 @@ const CASES: &[(&str, &[&str])] = &[
     (
         "compile --steps 8 --form fast --out D/x.mfc",
         &[
-            "form `fast`",
+            "'fast' for '--form",
             "`banded`, `blt`, `fft`, `fft-optimal` or `bandmf`",
         ],
     ),
@@ -230,7 +259,7 @@ const CASES: &[(&str, &[&str])] = &[
     (
         "compile --steps 8 --workload nonsense --out D/x.mfc",
         &[
-            "workload `nonsense`",
+            "--workload nonsense",
             "`prefix`, `momentum:BETA` or `npy:PATH`",
         ],
     ),
@@ -240,7 +269,7 @@ const CASES: &[(&str, &[&str])] = &[
     ),
     (
         "compile --steps 8 --workload momentum:nan --out D/x.mfc",
-        &["momentum", "NaN", "[0, 1)"],
+        &["momentum", "BETA in [0, 1)", "[0, 1)"],
     ),
     (
         "compile --steps 8 --workload momentum:x --out D/x.mfc",
@@ -256,11 +285,11 @@ const CASES: &[(&str, &[&str])] = &[
     ),
     (
         "compile --steps 8 --workload momentum:0.9 --cooldown 4 --out D/x.mfc",
-        &["--cooldown", "STEPS:FINAL", "`4`"],
+        &["--cooldown", "STEPS:FINAL", "--cooldown 4:"],
     ),
     (
         "compile --steps 8 --cooldown 4:0.5 --out D/x.mfc",
-        &["--cooldown", "momentum workload only"],
+        &["--cooldown", "applies to --workload momentum:BETA only"],
     ),
     (
         "compile --workload npy: --out D/x.mfc",

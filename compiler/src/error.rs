@@ -3,14 +3,21 @@
 
 use std::fmt;
 
+use crate::request::OptionError;
+
 /// Why compiling, reading or writing a mechanism failed.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum Error {
     /// The workload matrix is unusable (not square, not lower triangular, singular, non-finite…).
     InvalidWorkload(String),
-    /// An option is out of range (band, rank, privacy target…).
-    InvalidOption(String),
+    /// An option of a request is refused: which one, the value, what is allowed. Each front end
+    /// renders it in its own words ([`OptionError::render`]).
+    Option(OptionError),
+    /// An argument of a library function is out of its range (a band above the horizon, a gap
+    /// that is not positive…): a caller's mistake, which requests never reach (they are checked
+    /// first, as [`Error::Option`]).
+    InvalidArgument(String),
     /// The optimizer stopped before certifying the requested duality gap.
     NotConverged {
         /// Iterations run.
@@ -49,7 +56,8 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::InvalidWorkload(why) => write!(f, "invalid workload: {why}"),
-            Error::InvalidOption(why) => write!(f, "invalid option: {why}"),
+            Error::Option(e) => write!(f, "invalid option: {e}"),
+            Error::InvalidArgument(why) => write!(f, "invalid argument: {why}"),
             Error::NotConverged {
                 iterations,
                 relative_gap,
@@ -94,6 +102,12 @@ impl std::error::Error for Error {
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
         Error::Io(e)
+    }
+}
+
+impl From<OptionError> for Error {
+    fn from(e: OptionError) -> Self {
+        Error::Option(e)
     }
 }
 

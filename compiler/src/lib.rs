@@ -19,6 +19,7 @@ pub mod forms;
 pub mod optimize;
 pub mod privacy;
 pub mod report;
+pub mod request;
 pub mod ship;
 pub mod workload;
 

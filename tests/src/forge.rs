@@ -18,7 +18,8 @@
 //! Every forged blob is a valid blob (checksum recomputed, every field in range): only the
 //! verification and the policy stand between it and a stream.
 
-use mfc_compiler::compile::{CompileRequest, Schema, compile_request};
+use mfc_compiler::compile::compile;
+use mfc_compiler::request::{BandsChoice, FormKind, Options, Stamps};
 use mfc_runtime::formats::{
     BandedLowRank, Blt, Decoder, F32Table, Mechanism, Participation, SensitivityMethod, Workload,
     encode_f32s,
@@ -60,16 +61,16 @@ pub struct Forged {
 }
 
 /// An honest blob compiled with `σ = 1` by the compiler library.
-fn honest(form: &str, steps: usize, tweak: impl FnOnce(&mut CompileRequest)) -> Vec<u8> {
-    let mut request = CompileRequest {
-        form: form.into(),
+fn honest(form: FormKind, steps: usize, tweak: impl FnOnce(&mut Options)) -> Vec<u8> {
+    let mut options = Options {
+        form: Some(form),
         steps: Some(steps),
         noise_multiplier: Some(1.0),
-        schema: Schema::default(),
-        ..CompileRequest::default()
+        ..Options::default()
     };
-    tweak(&mut request);
-    compile_request(&request, &mut |_| {})
+    tweak(&mut options);
+    let request = options.request().expect("an honest request");
+    compile(&request, &mut |_| {})
         .expect("an honest compile")
         .blob
 }
@@ -85,14 +86,14 @@ fn edited<'a>(bytes: &'a [u8], edit: impl FnOnce(&mut Mechanism<'a>)) -> Vec<u8>
 
 /// Every blob of the suite (module docs), in a fixed order.
 pub fn forged_blobs() -> Vec<Forged> {
-    let fft = honest("fft", 32, |r| r.stamps = "2".into());
-    let banded = honest("banded", 24, |r| {
-        r.band = 3;
-        r.rank = 2;
+    let fft = honest(FormKind::Fft, 32, |r| r.stamps = Some(Stamps::Count(2)));
+    let banded = honest(FormKind::Banded, 24, |r| {
+        r.band = Some(3);
+        r.rank = Some(2);
     });
-    let bandmf = honest("bandmf", 32, |r| {
+    let bandmf = honest(FormKind::BandMf, 32, |r| {
         r.toeplitz = true;
-        r.bands = Some("4".into());
+        r.bands = Some(BandsChoice::Fixed(4));
     });
     let single_bandmf = Mechanism::from_bytes(&bandmf)
         .expect("valid")
@@ -219,9 +220,9 @@ pub fn forged_blobs() -> Vec<Forged> {
 /// certified lower bound (the pivots, 1) is far below the record.
 fn over_budget() -> Forged {
     const STEPS: usize = 200_001;
-    let banded = honest("banded", 8, |r| {
-        r.band = 1;
-        r.rank = 0;
+    let banded = honest(FormKind::Banded, 8, |r| {
+        r.band = Some(1);
+        r.rank = Some(0);
     });
     let ones = encode_f32s(vec![1.0f32; STEPS]);
     let empty = encode_f32s(Vec::<f32>::new());
@@ -265,7 +266,7 @@ fn tiny_pivot(banded: &[u8]) -> Vec<u8> {
 /// `x = −0.4`, so the encoder `c = 1/r` grows like `2.5ᵗ`; recorded as a bound for every horizon
 /// of 1.
 fn diverging_blt() -> Forged {
-    let blt = honest("blt", 16, |r| r.buffers = 1);
+    let blt = honest(FormKind::Blt, 16, |r| r.buffers = Some(1));
     let theta = encode_f32s([0.5f32]);
     let omega = encode_f32s([3.0f32]);
     let bytes = edited(&blt, |m| {

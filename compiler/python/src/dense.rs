@@ -23,11 +23,11 @@
 //! matrices allocated here are allocated fallibly).
 
 use faer::Mat;
-use mfc_compiler::optimize::blt::Blt;
 use mfc_compiler::forms::fft::{
     FftKind, autocorrelation, encoder, levinson, pseudo_inverse_encoder, stamp_encoder,
     stored_dense_decoder,
 };
+use mfc_compiler::optimize::blt::Blt;
 use mfc_formats::{BandMfKind, Decoder, F32Table, Validated};
 
 use crate::error::{Error, Result};

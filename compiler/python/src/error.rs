@@ -38,6 +38,8 @@ create_exception!(
 pub enum Error {
     /// The compiler refused or failed.
     Compiler(mfc_compiler::Error),
+    /// An option refused, rendered in Python's words (`min_sep=5: …`): `CompileError`.
+    Option(String),
     /// The runtime refused (an invalid blob included).
     Runtime(mfc_runtime::Error),
     /// An argument is of the wrong type (e.g. a float64 array where float32 is required).
@@ -65,9 +67,11 @@ impl fmt::Display for Error {
         match self {
             Error::Compiler(e) => write!(f, "{e}"),
             Error::Runtime(e) => write!(f, "{e}"),
-            Error::Type(why) | Error::Value(why) | Error::Refused(why) | Error::Memory(why) => {
-                f.write_str(why)
-            }
+            Error::Type(why)
+            | Error::Value(why)
+            | Error::Refused(why)
+            | Error::Memory(why)
+            | Error::Option(why) => f.write_str(why),
             Error::Io { path, error } => write!(f, "{path}: {error}"),
             Error::Python(e) => write!(f, "{e}"),
         }
@@ -122,7 +126,7 @@ impl From<Error> for PyErr {
                 mfc_compiler::Error::Blob(_) | mfc_compiler::Error::BlobFile { .. },
             )
             | Error::Runtime(mfc_runtime::Error::InvalidBlob(_)) => BlobError::new_err(message),
-            Error::Compiler(_) => CompileError::new_err(message),
+            Error::Compiler(_) | Error::Option(_) => CompileError::new_err(message),
             Error::Runtime(_) => StreamError::new_err(message),
             Error::Type(_) => PyTypeError::new_err(message),
             Error::Value(_) => MfcError::new_err(message),

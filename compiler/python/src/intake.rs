@@ -182,16 +182,6 @@ pub fn size(value: &Bound<'_, PyAny>, name: &str, min: u64, max: u64) -> Result<
     }
 }
 
-/// [`size`] for an argument pyo3 already extracted as an `i128` (one with a default value).
-pub fn size_of_int(value: i128, name: &str, min: u64, max: u64) -> Result<usize> {
-    match u64::try_from(value) {
-        Ok(v) if (min..=max).contains(&v) => {
-            usize::try_from(v).map_err(|_| out_of_range(name, min, max, &value.to_string()))
-        }
-        _ => Err(out_of_range(name, min, max, &value.to_string())),
-    }
-}
-
 fn text(value: &Bound<'_, PyAny>) -> String {
     value
         .str()
@@ -205,7 +195,7 @@ fn out_of_range(name: &str, min: u64, max: u64, got: &str) -> Error {
     } else {
         format!("an integer in {min}..={max}")
     };
-    Error::Value(format!("{name} {got}: expected {range}"))
+    Error::Value(format!("{name}={got}: expected {range}"))
 }
 
 /// The machine's physical memory in bytes (`os.sysconf`), where the platform reports it: the

@@ -38,20 +38,20 @@ fn calibrate<'py>(
     use mfc_compiler::privacy::calibrate::{
         epsilon_for_noise_multiplier, noise_multiplier_for, zcdp_rho,
     };
-    let refuse = |why: String| Error::Compiler(mfc_compiler::Error::InvalidOption(why));
+    let refuse = Error::Option;
     if !(delta > 0.0 && delta < 1.0) {
-        return Err(refuse(format!("delta {delta:?}: expected a number in (0, 1)")).into());
+        return Err(refuse(format!("delta={delta:?}: expected a number in (0, 1)")).into());
     }
     if let Some(eps) = epsilon
         && !(eps.is_finite() && eps > 0.0)
     {
-        return Err(refuse(format!("epsilon {eps:?}: expected a finite number > 0")).into());
+        return Err(refuse(format!("epsilon={eps:?}: expected a finite number > 0")).into());
     }
     if let Some(sigma) = noise_multiplier
         && !(sigma.is_finite() && sigma > 0.0)
     {
         return Err(refuse(format!(
-            "noise_multiplier {sigma:?}: expected a finite number > 0"
+            "noise_multiplier={sigma:?}: expected a finite number > 0"
         ))
         .into());
     }
@@ -59,7 +59,7 @@ fn calibrate<'py>(
         (Some(eps), None) => {
             let sigma = noise_multiplier_for(eps, delta).ok_or_else(|| {
                 refuse(format!(
-                    "epsilon {eps:?}, delta {delta:?}: no noise multiplier σ ≤ 10⁸ reaches it"
+                    "epsilon={eps:?}, delta={delta:?}: no noise multiplier σ ≤ 10⁸ reaches it"
                 ))
             })?;
             (eps, sigma)
@@ -67,7 +67,7 @@ fn calibrate<'py>(
         (None, Some(sigma)) => {
             let eps = epsilon_for_noise_multiplier(sigma, delta).ok_or_else(|| {
                 refuse(format!(
-                    "noise_multiplier {sigma:?}, delta {delta:?}: ε exceeds 10⁴ (no meaningful \
+                    "noise_multiplier={sigma:?}, delta={delta:?}: ε exceeds 10⁴ (no meaningful \
                          guarantee)"
                 ))
             })?;

@@ -2,9 +2,13 @@
 
 use std::path::PathBuf;
 
-use mfc_compiler::compile::{CompileRequest, Event, Horizon, Schema, compile_request};
+use mfc_compiler::compile::{Event, compile as run_compile};
 use mfc_compiler::privacy::participation::Participation;
 use mfc_compiler::report::{method_description, neighbouring_name, privacy_unit};
+use mfc_compiler::request::{
+    BandsChoice, FormKind, Horizon, MAX_BUFFERS, MAX_REFINE, MAX_STEPS, Opt, OptionError, Options,
+    Spelling, Stamps, WorkloadSpec, parse_neighbouring,
+};
 use mfc_compiler::workload::Workload;
 use mfc_formats::{Mechanism as Blob, Validated};
 use numpy::PyArrayMethods;
@@ -251,45 +255,17 @@ impl Mechanism {
     }
 }
 
-/// The most steps a blob holds (`header.steps` is a `u32`): the CLI's bound of `steps`, `band`,
-/// `rank`, `max_bands`, `epochs`, `min_sep`, `every`.
-const MAX_STEPS: u64 = u32::MAX as u64;
-/// The CLI's bound of `refine` (L-BFGS iterations).
-const MAX_REFINE: u64 = 1_000_000;
-/// The CLI's bound of `buffers` (the BLT buffers the format allows, `formats/SPEC.md`).
-const MAX_BUFFERS: u64 = 64;
-
-/// `why` with the CLI's option names (`--min-sep`) spelled as this function's keywords
-/// (`min_sep`): a refusal names the keyword the caller passed.
-fn keyword_names(why: &str) -> String {
-    let mut out = String::with_capacity(why.len());
-    let mut rest = why;
-    while let Some(at) = rest.find("--") {
-        out.push_str(&rest[..at]);
-        let name = &rest[at + 2..];
-        let len = name
-            .find(|c: char| !(c.is_ascii_lowercase() || c == '-'))
-            .unwrap_or(name.len());
-        if len == 0 {
-            out.push_str("--");
-        } else {
-            out.push_str(&name[..len].replace('-', "_"));
-        }
-        rest = &name[len..];
+/// A refusal of the library in Python's words: `min_sep=5: needs epochs K, …`.
+fn refusal(e: mfc_compiler::Error) -> Error {
+    match e {
+        mfc_compiler::Error::Option(o) => Error::Option(o.render(Spelling::Python)),
+        e => Error::Compiler(e),
     }
-    out.push_str(rest);
-    out
 }
 
-/// A refusal of the compiler, with the CLI's option names replaced by the keywords of
-/// [`compile`].
-fn keyword(e: mfc_compiler::Error) -> mfc_compiler::Error {
-    match e {
-        mfc_compiler::Error::InvalidOption(why) => {
-            mfc_compiler::Error::InvalidOption(keyword_names(&why))
-        }
-        e => e,
-    }
+/// A library parser's result, its refusal in Python's words.
+fn parsed<T>(r: std::result::Result<T, OptionError>) -> Result<T> {
+    r.map_err(|e| Error::Option(e.render(Spelling::Python)))
 }
 
 /// A value given as a number or a string (`stamps=4` or `stamps="auto"`).
@@ -297,18 +273,21 @@ fn text(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
     value.map(|v| Ok(v.str()?.to_string())).transpose()
 }
 
-/// Optimizes, compresses and calibrates a mechanism: `mfc compile` with its options as keyword
-/// arguments (`workload` may also be the `n × n` lower-triangular float64 matrix `A` itself) (`--min-sep` is `min_sep`; see `mfc compile --help`), whose refusals name the
-/// keyword, the value and what is allowed. Releases the GIL while it runs; the dense compile's
-/// estimated memory and time arrive as a `UserWarning`.
+/// Optimizes, compresses and calibrates a mechanism, `mfc compile` with its options as keyword
+/// arguments (`--min-sep` is `min_sep`; `workload` may also be the `n × n` lower-triangular
+/// float64 matrix `A` itself). The options of a form (`band`, `rank`, `refine`, `gap`,
+/// `stamps`; `buffers`, `horizon`; `bands`, `max_bands`, `toeplitz`) are refused for another
+/// form. A refusal is a `CompileError` naming the keyword, the value and what is allowed.
+/// Releases the GIL while it runs; the dense compile's estimated memory and time arrive as a
+/// `UserWarning`.
 #[pyfunction]
 #[pyo3(signature = (
     *, steps=None, workload=None, cooldown=None, epochs=None, min_sep=None, every=None,
-    neighbouring="add-remove", form="banded", stamps=None, band=4, rank=4, refine=50, gap=1e-6,
-    bands=None, max_bands=256, toeplitz=false, buffers=4, horizon=None, clip_norm=1.0,
-    epsilon=None, delta=None, noise_multiplier=None, force=false
+    neighbouring="add-remove", form="banded", stamps=None, band=None, rank=None, refine=None,
+    gap=None, bands=None, max_bands=None, toeplitz=false, buffers=None, horizon=None,
+    clip_norm=1.0, epsilon=None, delta=None, noise_multiplier=None, force=false
 ))]
-#[allow(clippy::too_many_arguments)] // the CLI's options, one keyword each
+#[allow(clippy::too_many_arguments)]
 pub fn compile(
     py: Python<'_>,
     steps: Option<Bound<'_, PyAny>>,
@@ -320,14 +299,14 @@ pub fn compile(
     neighbouring: &str,
     form: &str,
     stamps: Option<Bound<'_, PyAny>>,
-    band: i128,
-    rank: i128,
-    refine: i128,
-    gap: f64,
+    band: Option<Bound<'_, PyAny>>,
+    rank: Option<Bound<'_, PyAny>>,
+    refine: Option<Bound<'_, PyAny>>,
+    gap: Option<f64>,
     bands: Option<Bound<'_, PyAny>>,
-    max_bands: i128,
+    max_bands: Option<Bound<'_, PyAny>>,
     toeplitz: bool,
-    buffers: i128,
+    buffers: Option<Bound<'_, PyAny>>,
     horizon: Option<Bound<'_, PyAny>>,
     clip_norm: f64,
     epsilon: Option<f64>,
@@ -335,42 +314,27 @@ pub fn compile(
     noise_multiplier: Option<f64>,
     force: bool,
 ) -> PyResult<Mechanism> {
-    // The CLI's integer ranges (`mfc compile --help`), checked with the keyword's name: a
-    // negative number is a CompileError (a ValueError) naming it, not pyo3's nameless
-    // OverflowError.
+    // Integers are checked with the keyword's name and the library's range: a negative number
+    // is a CompileError (a ValueError) naming it, not pyo3's nameless OverflowError.
     let option = |e: Error| match e {
-        Error::Value(why) => Error::Compiler(mfc_compiler::Error::InvalidOption(why)),
+        Error::Value(why) => Error::Option(why),
         e => e,
     };
-    let count = |value: Option<Bound<'_, PyAny>>, name: &str| -> Result<Option<usize>> {
+    let size = |value: Option<Bound<'_, PyAny>>, name: Opt, min: usize, max: usize| {
         value
             .map(|v| {
-                let v = intake::size(&v, name, 1, MAX_STEPS).map_err(option)?;
+                let v = intake::size(&v, name.name(), min as u64, max as u64).map_err(option)?;
                 usize::try_from(v)
-                    .map_err(|_| option(Error::Value(format!("{name} {v}: too large"))))
+                    .map_err(|_| option(Error::Value(format!("{} {v}: too large", name.name()))))
             })
             .transpose()
     };
-    let steps = count(steps, "steps")?;
-    let (epochs, min_sep, every) = (
-        count(epochs, "epochs")?,
-        count(min_sep, "min_sep")?,
-        count(every, "every")?,
-    );
-    let int = |value: i128, name: &str, min: u64, max: u64| {
-        intake::size_of_int(value, name, min, max).map_err(option)
-    };
-    let band = int(band, "band", 1, MAX_STEPS)?;
-    let rank = int(rank, "rank", 0, MAX_STEPS)?;
-    let refine = int(refine, "refine", 0, MAX_REFINE)?;
-    let max_bands = int(max_bands, "max_bands", 1, MAX_STEPS)?;
-    let buffers = int(buffers, "buffers", 1, MAX_BUFFERS)?;
     // A string names a workload as the CLI does; an array is A itself (any float64 layout, read
     // in logical order).
-    let (spec, matrix) = match workload {
-        None => ("prefix".to_string(), None),
+    let workload = match workload {
+        None => parsed(WorkloadSpec::parse("prefix", cooldown.as_deref()))?,
         Some(w) => match w.extract::<String>() {
-            Ok(spec) => (spec, None),
+            Ok(spec) => parsed(WorkloadSpec::parse(&spec, cooldown.as_deref()))?,
             Err(_) => {
                 let a = intake::f64_matrix(&w, "workload", intake::physical_memory(py)).map_err(
                     |e| match e {
@@ -384,45 +348,57 @@ pub fn compile(
                         e => e,
                     },
                 )?;
+                if let Some(c) = cooldown.as_deref() {
+                    return Err(Error::Option(
+                        OptionError::new(
+                            Opt::Cooldown,
+                            c,
+                            "applies to {workload} momentum:BETA only",
+                        )
+                        .render(Spelling::Python),
+                    )
+                    .into());
+                }
                 let label = format!("numpy array {}×{}", a.nrows(), a.ncols());
-                (label, Some(a))
+                WorkloadSpec::Matrix { label, matrix: a }
             }
         },
     };
-    let request = CompileRequest {
-        workload: spec,
-        matrix,
-        cooldown,
-        schema: Schema {
-            epochs,
-            min_sep,
-            every,
-            neighbouring: neighbouring.to_string(),
-        },
-        stamps: text(stamps.as_ref())?.unwrap_or_else(|| "1".into()),
-        steps,
-        form: form.to_string(),
-        bands: text(bands.as_ref())?,
-        max_bands,
+    let request = Options {
+        workload: Some(workload),
+        steps: size(steps, Opt::Steps, 1, MAX_STEPS)?,
+        epochs: size(epochs, Opt::Epochs, 1, MAX_STEPS)?,
+        min_sep: size(min_sep, Opt::MinSep, 1, MAX_STEPS)?,
+        every: size(every, Opt::Every, 1, MAX_STEPS)?,
+        neighbouring: Some(parsed(parse_neighbouring(neighbouring))?),
+        form: Some(parsed(FormKind::parse(form))?),
+        stamps: text(stamps.as_ref())?
+            .map(|t| parsed(Stamps::parse(&t)))
+            .transpose()?,
+        bands: text(bands.as_ref())?
+            .map(|t| parsed(BandsChoice::parse(&t)))
+            .transpose()?,
+        max_bands: size(max_bands, Opt::MaxBands, 1, MAX_STEPS)?,
         toeplitz,
-        buffers,
-        horizon: match text(horizon.as_ref())? {
-            Some(t) => Some(Horizon::parse(&t).map_err(|e| Error::Compiler(keyword(e)))?),
-            None => None,
-        },
-        band,
-        rank,
-        refine,
+        buffers: size(buffers, Opt::Buffers, 1, MAX_BUFFERS)?,
+        horizon: text(horizon.as_ref())?
+            .map(|t| parsed(Horizon::parse(&t)))
+            .transpose()?,
+        band: size(band, Opt::Band, 1, MAX_STEPS)?,
+        rank: size(rank, Opt::Rank, 0, MAX_STEPS)?,
+        refine: size(refine, Opt::Refine, 0, MAX_REFINE)?,
         gap,
-        clip_norm,
+        clip_norm: Some(clip_norm),
         epsilon,
         delta,
         noise_multiplier,
         force,
-    };
+    }
+    .request()
+    .map_err(|e| Error::Option(e.render(Spelling::Python)))?;
     let (compiled, warnings) = py.detach(|| {
         let mut warnings = Vec::new();
-        let compiled = compile_request(&request, &mut |event| {
+        let compiled = run_compile(&request, &mut |event| {
             if let Event::Warning(line) = event {
                 warnings.push(line);
             }
@@ -434,7 +410,7 @@ pub fn compile(
         let message = std::ffi::CString::new(line).unwrap_or_default();
         PyErr::warn(py, &category, &message, 1)?;
     }
-    let compiled = compiled.map_err(|e| Error::Compiler(keyword(e)))?;
+    let compiled = compiled.map_err(refusal)?;
     let report = compiled.json(None);
     Ok(Mechanism::parse(
         compiled.blob,

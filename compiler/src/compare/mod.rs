@@ -250,6 +250,7 @@ fn compare_add_remove(
 ) -> Result<Vec<Row>> {
     let n = options.steps;
     let participation = &options.participation;
+    crate::request::check_separation(participation, n)?;
     let workload = &options.workload;
     let a = workload.matrix(n)?;
     let mut rows = Vec::new();

@@ -183,7 +183,7 @@ pub fn compile_bandmf(
         }
         Bands::Auto { max } => {
             if max == 0 {
-                return Err(Error::InvalidOption(
+                return Err(Error::InvalidArgument(
                     "the most bands auto may choose must be at least 1, got 0".into(),
                 ));
             }

@@ -281,7 +281,7 @@ pub fn compile_blt(
     participation: &Participation,
 ) -> Result<CompiledBlt> {
     if horizon < n || n == 0 {
-        return Err(Error::InvalidOption(format!(
+        return Err(Error::InvalidArgument(format!(
             "the horizon ({horizon}) must be at least the design steps ({n} ≥ 1)"
         )));
     }
@@ -323,12 +323,12 @@ pub fn compile_blt_unbounded(
     participation: &Participation,
 ) -> Result<CompiledBlt> {
     if !matches!(participation, Participation::Single) {
-        return Err(Error::InvalidOption(format!(
+        return Err(Error::InvalidArgument(format!(
             "--horizon unbounded: the bound for every horizon is proven for single participation only (the schema is {participation:?}; allowed: no --min-sep, --every or --epochs)"
         )));
     }
     if n == 0 {
-        return Err(Error::InvalidOption("--steps must be at least 1".into()));
+        return Err(Error::InvalidArgument("--steps must be at least 1".into()));
     }
     let stored = blt.rounded_to_f32();
     if stored.theta.iter().any(|t| !(*t > 0.0 && *t < 1.0)) {
@@ -370,7 +370,7 @@ pub fn compile_blt_unbounded(
 pub fn unbounded_sensitivity(blt: &Blt) -> Result<TailCertificate> {
     let m = blt.buffers();
     if m == 0 || blt.theta.len() != blt.omega.len() {
-        return Err(Error::InvalidOption(
+        return Err(Error::InvalidArgument(
             "a BLT needs as many ω as θ, at least one".into(),
         ));
     }

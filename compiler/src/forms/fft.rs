@@ -465,13 +465,13 @@ pub fn compile_fft(options: &FftOptions) -> Result<FftMechanism> {
         participation,
     } = *options;
     if steps == 0 || stamps == 0 || steps % stamps != 0 {
-        return Err(Error::InvalidOption(format!(
+        return Err(Error::InvalidArgument(format!(
             "the FFT mechanism needs n = s·m with s ≥ 1, got n = {steps}, s = {stamps}"
         )));
     }
     let m = steps / stamps;
     if u32::try_from(2 * m).is_err() {
-        return Err(Error::InvalidOption(format!(
+        return Err(Error::InvalidArgument(format!(
             "block of {m} steps is too long"
         )));
     }
@@ -641,7 +641,7 @@ pub fn stored_dense_decoder(
     })
 }
 
-/// Encodes a compiled FFT mechanism ([001] §4, App. K; `formats/SPEC.md`, decoder 1) for the
+/// Encodes a compiled FFT mechanism (001 §4, App. K; `formats/SPEC.md`, decoder 1) for the
 /// prefix-sum workload ([`crate::ship::blob::write`]). The tables are the `f32` values the
 /// sensitivity was computed from.
 pub fn encode(compiled: &FftMechanism, options: &BlobOptions) -> Result<Written> {

@@ -193,7 +193,7 @@ impl Blt {
     }
 
     /// The error over `n` steps under `participation` (sensitivity by
-    /// [`toeplitz_sensitivity`]).
+    /// [`super::toeplitz::toeplitz_sensitivity`]).
     pub fn error(&self, n: usize, participation: &Participation) -> ToeplitzError {
         prefix_error(
             &self.encoder_coefficients(n),
@@ -282,7 +282,7 @@ pub fn optimize_blt_family(
     fitted: &mut dyn FnMut(usize),
 ) -> Result<Vec<Blt>> {
     if max_buffers == 0 || max_buffers > mfc_formats::MAX_BLT_BUFFERS as usize || n < 2 {
-        return Err(Error::InvalidOption(format!(
+        return Err(Error::InvalidArgument(format!(
             "--buffers {max_buffers}: a BLT needs 1 to {} buffers and at least two steps (n = {n})",
             mfc_formats::MAX_BLT_BUFFERS
         )));

@@ -995,12 +995,12 @@ pub fn optimize_multi_epoch(
         ));
     }
     if separation == 0 || epochs == 0 {
-        return Err(Error::InvalidOption(format!(
+        return Err(Error::InvalidArgument(format!(
             "fixed epoch order needs k ≥ 1 and b ≥ 1, got k = {epochs}, b = {separation}"
         )));
     }
     if options.relative_gap.is_nan() || options.relative_gap <= 0.0 {
-        return Err(Error::InvalidOption(
+        return Err(Error::InvalidArgument(
             "the duality-gap target must be positive".into(),
         ));
     }
@@ -1439,7 +1439,7 @@ mod tests {
         let options = MultiEpochOptions::default();
         for (k, b) in [(0, 4), (2, 0)] {
             let e = optimize_multi_epoch(a.as_ref(), k, b, &options, &mut |_| {}).unwrap_err();
-            assert!(matches!(e, Error::InvalidOption(_)), "{e}");
+            assert!(matches!(e, Error::InvalidArgument(_)), "{e}");
         }
         let negative = MultiEpochOptions {
             relative_gap: -1.0,

@@ -1,9 +1,9 @@
 //! The dense optimum of the total loss for a participation schema, the decoder every compressed
 //! form approximates and the floor `mfc compare` prints: under single participation the fixed
-//! point φ ([003] §3, certified by its dual, [`super::single`]); under fixed epoch order the
-//! multi-epoch optimizer ([001] §3, certified for its class, [`super::multi_epoch`]); under
+//! point φ (003 §3, certified by its dual, [`super::single`]); under fixed epoch order the
+//! multi-epoch optimizer (001 §3, certified for its class, [`super::multi_epoch`]); under
 //! min-separation the banded optimizer (BandMF with `b` bands, [`super::banded::general`], not
-//! certified) — each optimized on a block of `n / s` steps and stamped ([001] App. D.4), with the
+//! certified) — each optimized on a block of `n / s` steps and stamped (001 App. D.4), with the
 //! number of stamps chosen by loss ([`choose_stamps`]).
 
 use faer::{Mat, MatRef};
@@ -20,7 +20,7 @@ use crate::{Error, Result};
 pub struct OptimumOptions {
     /// The participation schema the mechanism is optimized and certified for.
     pub participation: Participation,
-    /// Repeat an encoder optimized for `n / stamps` steps `stamps` times ([001] App. D.4); must
+    /// Repeat an encoder optimized for `n / stamps` steps `stamps` times (001 App. D.4); must
     /// divide `n`.
     pub stamps: usize,
     /// The single-participation optimizer.
@@ -70,13 +70,13 @@ pub fn optimal_gram(
     let n = a.nrows();
     let stamps = options.stamps;
     if stamps == 0 || n % stamps != 0 {
-        return Err(Error::InvalidOption(format!(
+        return Err(Error::InvalidArgument(format!(
             "the number of stamps must divide n = {n}, got {stamps}"
         )));
     }
     if let Some(separation) = options.participation.separation() {
         if separation > n {
-            return Err(Error::InvalidOption(format!(
+            return Err(Error::InvalidArgument(format!(
                 "the separation b = {separation} exceeds the n = {n} steps"
             )));
         }

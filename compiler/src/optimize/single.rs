@@ -276,7 +276,7 @@ pub fn optimize_single_participation(
         ));
     }
     if options.relative_gap.is_nan() || options.relative_gap <= 0.0 {
-        return Err(Error::InvalidOption(
+        return Err(Error::InvalidArgument(
             "the duality-gap target must be positive".into(),
         ));
     }

@@ -4,7 +4,7 @@
 //! `sens² = Σ_{k<n} c_k²`, and `‖B‖_F² = Σ_k (n − k) b_k²` with `b(x) = r(x)/(1 − x)`, `r = 1/c`
 //! for the prefix sum `S = B C`. The square root `C = B = S^{1/2}` has `c(x) = (1 − x)^{−1/2}`,
 //! `c_k = binom(2k, k)/4^k`. Used by the BLT ([`super::blt`]), the banded Toeplitz encoders
-//! ([`super::banded_toeplitz`]) and the comparisons.
+//! ([`super::banded::toeplitz`]) and the comparisons.
 
 use mfc_formats::SensitivityMethod;
 

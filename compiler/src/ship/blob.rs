@@ -1,7 +1,7 @@
 //! Writing a compiled mechanism as an `.mfc` blob (see `formats/SPEC.md`), for every form: the
 //! header every form shares ([`Shipped`], the calibration, the neighbouring relation), the
 //! device's verification bound raised into the record when rounding puts it just above the
-//! compiler's value, and the bytes ([`write`]). Each form builds its decoder table
+//! compiler's value, and the bytes ([`write()`]). Each form builds its decoder table
 //! (`crate::forms::*::encode`) from exactly the `f32`-rounded coefficients its sensitivity was
 //! computed from ([`exact_f32`] refuses any other). A blob that the format crate would refuse to
 //! read is never written.
@@ -44,7 +44,7 @@ pub fn neighbouring_factor(neighbouring: Neighbouring) -> Result<f64> {
     match neighbouring {
         Neighbouring::AddOrRemove => Ok(1.0),
         Neighbouring::ReplaceOne => Ok(2.0),
-        other => Err(Error::InvalidOption(format!(
+        other => Err(Error::InvalidArgument(format!(
             "unknown neighbouring relation {other:?}"
         ))),
     }
@@ -156,12 +156,12 @@ pub struct Written {
     pub bytes: Vec<u8>,
     /// The encoder's sensitivity as the blob records it, divided by the neighbouring relation's
     /// factor: the compiler's value, or the device's verification bound when rounding puts that
-    /// just above it ([`certified`]), so reports state the sensitivity the noise is scaled by.
+    /// just above it (`certified`), so reports state the sensitivity the noise is scaled by.
     pub sensitivity: f64,
 }
 
 /// The blob of `decoder` for `workload` over `steps` steps: the header of `shipped` and
-/// `options`, the recorded sensitivity [`certified`], the bytes, and that sensitivity — computed
+/// `options`, the recorded sensitivity `certified`, the bytes, and that sensitivity — computed
 /// here once, never read back from the bytes.
 pub fn write(
     workload: StoredWorkload<'_>,

@@ -29,7 +29,7 @@ pub fn public_key(seed: &[u8; 32]) -> [u8; 32] {
 /// one is refused rather than signed twice).
 pub fn sign(blob: &[u8], seed: &[u8; 32]) -> Result<Vec<u8>> {
     if split_signed(blob).is_some() {
-        return Err(Error::InvalidOption("the blob is signed already".into()));
+        return Err(Error::InvalidArgument("the blob is signed already".into()));
     }
     Mechanism::from_bytes(blob)?;
     let signature = SigningKey::from_bytes(seed).sign(blob).to_bytes();
@@ -48,7 +48,7 @@ pub fn to_hex(bytes: &[u8]) -> String {
 pub fn from_hex(text: &str, what: &str) -> Result<[u8; 32]> {
     let text = text.trim();
     if text.len() != 64 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(Error::InvalidOption(format!(
+        return Err(Error::InvalidArgument(format!(
             "{what}: expected 64 hexadecimal digits (a key written by mfc keygen)"
         )));
     }

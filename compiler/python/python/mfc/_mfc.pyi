@@ -143,14 +143,14 @@ def compile(
     neighbouring: str = "add-remove",
     form: str = "banded",
     stamps: Union[int, str, None] = None,
-    band: int = 4,
-    rank: int = 4,
-    refine: int = 50,
-    gap: float = 1e-6,
+    band: Optional[int] = None,
+    rank: Optional[int] = None,
+    refine: Optional[int] = None,
+    gap: Optional[float] = None,
     bands: Union[int, str, None] = None,
-    max_bands: int = 256,
+    max_bands: Optional[int] = None,
     toeplitz: bool = False,
-    buffers: int = 4,
+    buffers: Optional[int] = None,
     horizon: Union[int, str, None] = None,
     clip_norm: float = 1.0,
     epsilon: Optional[float] = None,
@@ -160,8 +160,13 @@ def compile(
 ) -> Mechanism:
     """``mfc compile`` with its options as keywords (``--min-sep`` is ``min_sep``); ``workload``
     is ``prefix`` (the default), ``momentum:BETA``, ``npy:PATH`` or the n x n float64 matrix A
-    (any layout); a refusal (``CompileError``) names the keyword, the value and what is allowed
-    (integers: the CLI's ranges, e.g. ``steps`` in 1..=2**32-1, ``buffers`` in 1..=64)."""
+    (any layout). The options of one form are refused for another: ``band`` (default 4),
+    ``rank`` (4), ``refine`` (50), ``gap`` (1e-6) and ``stamps`` (1 or ``"auto"``) for
+    ``form="banded"`` (``stamps`` also for ``fft``/``fft-optimal``); ``buffers`` (4) and
+    ``horizon`` (an int or ``"unbounded"``) for ``blt``; ``bands`` (an int or ``"auto"``),
+    ``max_bands`` (256) and ``toeplitz`` for ``bandmf``. A refusal (``CompileError``) names the
+    keyword, the value and what is allowed (``min_sep=0: expected an integer in
+    1..=4294967295``)."""
 
 def calibrate(
     *, delta: float, epsilon: Optional[float] = None, noise_multiplier: Optional[float] = None

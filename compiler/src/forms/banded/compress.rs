@@ -22,7 +22,7 @@ pub struct CompressOptions {
     /// Maximum alternating sweeps. The refinement on the shipped loss follows, so the fit need
     /// not converge: at n = 1024, (5, 5), 100 sweeps then the refinement shipped √L = 94.948, 1000
     /// sweeps 94.935, for a tenth of the fit's time (measured before the rescaling step of
-    /// [`crate::forms::banded::rescale`] followed the refinement).
+    /// [`crate::forms::banded::rescale()`] followed the refinement).
     pub max_sweeps: usize,
     /// Stop when a sweep lowers the objective by less than this fraction.
     pub tolerance: f64,
@@ -407,12 +407,12 @@ pub fn compress(
         ));
     }
     if band == 0 || band > n {
-        return Err(Error::InvalidOption(format!(
+        return Err(Error::InvalidArgument(format!(
             "the band h must be in 1..={n}, got {band}"
         )));
     }
     if rank > n {
-        return Err(Error::InvalidOption(format!(
+        return Err(Error::InvalidArgument(format!(
             "the rank r must be at most {n}, got {rank}"
         )));
     }

@@ -128,7 +128,7 @@ pub fn compile(
 ) -> Result<CompiledMechanism> {
     let n = a.nrows();
     if band == 0 || band > n {
-        return Err(Error::InvalidOption(format!(
+        return Err(Error::InvalidArgument(format!(
             "the band h must be in 1..={n}, got {band}"
         )));
     }
@@ -276,7 +276,7 @@ const ACTIVE_SET_ROUNDS: usize = 8;
 /// excess over the optimum for single participation.
 ///
 /// Under single participation and fixed epoch order the best result is then rescaled
-/// ([`rescale`]: the optimal diagonal change of basis `(B̂S⁻¹, SĈ)`, which keeps the class), and
+/// ([`rescale()`]: the optimal diagonal change of basis `(B̂S⁻¹, SĈ)`, which keeps the class), and
 /// that candidate is kept when the shipped loss says so. On the prefix sum under single
 /// participation it removes 30-45% of the excess that is left (`mfc compile --steps 1024
 /// --band 5 --rank 5`: +0.39% → +0.22% over the optimum; n = 4096, (7, 5): +1.38% → +0.98%).

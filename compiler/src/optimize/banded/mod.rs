@@ -130,7 +130,7 @@ impl BandedEncoder {
 /// Refuses a schema under which one record's columns of a `bands`-banded encoder could overlap.
 pub(crate) fn check_orthogonal(bands: usize, participation: &Participation) -> Result<()> {
     match participation.separation() {
-        Some(b) if bands > b => Err(Error::InvalidOption(format!(
+        Some(b) if bands > b => Err(Error::InvalidArgument(format!(
             "a banded encoder with {bands} bands needs a separation b ≥ {bands} (got b = {b}): the columns of one record's steps must not overlap"
         ))),
         _ => Ok(()),

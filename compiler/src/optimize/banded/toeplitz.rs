@@ -197,7 +197,7 @@ impl ToeplitzProblem {
                 ),
                 _ => String::new(),
             };
-            return Err(Error::InvalidOption(format!(
+            return Err(Error::InvalidArgument(format!(
                 "the number of bands b̂ must be in 1..={most}{why}, got {bands}"
             )));
         }

@@ -61,7 +61,7 @@ pub enum Participation {
 
 fn check_schema(k: usize, b: usize, what: &str) -> Result<()> {
     if k == 0 || b == 0 {
-        return Err(Error::InvalidOption(format!(
+        return Err(Error::InvalidArgument(format!(
             "{what} needs k ≥ 1 participations and a separation b ≥ 1, got k = {k}, b = {b}"
         )));
     }
@@ -198,7 +198,7 @@ impl Participation {
     pub fn to_format(&self) -> Result<mfc_formats::Participation> {
         let field = |x: usize| {
             u32::try_from(x).map_err(|_| {
-                Error::InvalidOption(format!("participation parameter {x} is too large"))
+                Error::InvalidArgument(format!("participation parameter {x} is too large"))
             })
         };
         Ok(match *self {
@@ -232,7 +232,7 @@ impl Participation {
                 max_participations,
                 min_separation,
             } => Self::min_separation(k(max_participations), k(min_separation)),
-            _ => Err(Error::InvalidOption(
+            _ => Err(Error::InvalidArgument(
                 "the blob's participation schema is unknown to this compiler".into(),
             )),
         }
@@ -434,7 +434,7 @@ fn spectral_bound(x: MatRef<'_, f64>, patterns: &[Vec<usize>], k: usize) -> Resu
 pub fn brute_force_sensitivity(c: MatRef<'_, f64>, participation: &Participation) -> Result<f64> {
     let k = participation.max_participations();
     if k > 24 {
-        return Err(Error::InvalidOption(format!(
+        return Err(Error::InvalidArgument(format!(
             "brute force over 2^{k} sign patterns is too large"
         )));
     }
@@ -443,7 +443,7 @@ pub fn brute_force_sensitivity(c: MatRef<'_, f64>, participation: &Participation
     let mut image = vec![0.0; c.nrows()];
     let patterns = participation
         .maximal_patterns(n, 1_000_000)
-        .ok_or_else(|| Error::InvalidOption("too many patterns for a brute force".into()))?;
+        .ok_or_else(|| Error::InvalidArgument("too many patterns for a brute force".into()))?;
     for pattern in patterns {
         // u and −u give the same norm: fix the sign of the first step.
         for signs in 0u32..(1 << (pattern.len() - 1)) {
