@@ -78,12 +78,10 @@
 #[cfg(feature = "std")]
 extern crate std;
 
-pub mod bandmf;
-pub mod blt;
 pub mod checkpoint;
 pub mod clip;
 mod error;
-pub mod fft;
+pub mod forms;
 pub mod noise;
 #[cfg(feature = "parallel")]
 pub mod parallel;
@@ -94,21 +92,17 @@ pub mod privacy;
 pub mod replay;
 #[cfg(feature = "signature")]
 pub mod signature;
-pub mod stream;
 mod sum;
 pub mod verify;
 mod ziggurat;
 
-pub use bandmf::BandMfStream;
-pub use blt::BltStream;
 pub use checkpoint::{BlobFingerprint, ReleaseCounter, Resumable, epoch_noise};
 pub use clip::{clip_factor, clip_to_norm};
 pub use error::Error;
-pub use fft::FftStream;
+pub use forms::{BandMfStream, BltStream, FftStream, Stream, Workspace};
 pub use mfc_formats as formats;
 pub use mfc_formats::{Mechanism, Validated};
 #[cfg(feature = "insecure-simulation")]
 pub use noise::InsecureSimulationNoise;
 pub use noise::{ChaChaNoise, NoiseSource};
-pub use replay::Replay;
-pub use stream::{Stream, Workspace};
+pub use replay::{Replay, Shape};

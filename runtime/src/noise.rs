@@ -70,7 +70,7 @@
 use chacha20::ChaCha20Rng;
 use rand_core::{Rng, SeedableRng};
 
-use crate::Error;
+use crate::error::Error;
 use crate::ziggurat::{NORMAL, Ziggurat};
 
 /// Coordinates per independently addressable block of a noise row.
@@ -260,7 +260,7 @@ mod simulation {
     use rand_xoshiro::Xoshiro256PlusPlus;
 
     use super::{Blocks, NoiseSource};
-    use crate::Error;
+    use crate::error::Error;
 
     /// **Not secure.** Xoshiro256++ noise for simulations and benchmarks: the same contract as
     /// [`ChaChaNoise`](super::ChaChaNoise) (a pure function of seed, step and coordinate, blocks

@@ -13,7 +13,7 @@
 
 use mfc_formats::Validated;
 
-use crate::Error;
+use crate::error::Error;
 use crate::privacy::epsilon_for_noise_multiplier;
 use crate::verify::{self, Verdict};
 

@@ -61,7 +61,7 @@ use mfc_formats::{
     Workload,
 };
 
-use crate::Error;
+use crate::error::Error;
 
 pub mod banded;
 pub mod blt_tail;
