@@ -527,8 +527,11 @@ const F32_EXPONENT: u32 = 0x7f80_0000;
 
 fn check_band_rows(table: F32Table<'_>, h: usize, encoder: bool) -> Result<(), Error> {
     for (i, row) in table.as_bytes().chunks_exact(4 * h).enumerate() {
+        // Word `k < h` of the row (the row has `4h` bytes).
         let word = |k: usize| {
-            u32::from_le_bytes([row[4 * k], row[4 * k + 1], row[4 * k + 2], row[4 * k + 3]])
+            row.get(4 * k..4 * k + 4)
+                .and_then(|w| w.try_into().ok())
+                .map_or(0, u32::from_le_bytes)
         };
         let step = i as u32;
         // ±0.0 are the words whose only possible bit is the sign; an encoder's diagonal must

@@ -74,6 +74,17 @@
 //! C library and `mfc simulate` use it.
 #![no_std]
 #![forbid(unsafe_code)]
+// The promise "no panic on any input" as lints: no unwrap, expect, panic or indexing in the
+// library's code (tests may use them).
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
+)]
 
 #[cfg(feature = "std")]
 extern crate std;

@@ -193,10 +193,10 @@ const SIGN: u32 = 0x80;
 #[inline(always)]
 fn sample<R: Rng + ?Sized>(table: &Ziggurat, rng: &mut R) -> f32 {
     let word = rng.next_u32();
-    let layer = (word & LAYER) as usize;
+    let (k, w) = table.layer(word & LAYER);
     let j = (word >> 8) | 1;
-    if j < table.k[layer] {
-        return with_sign(j as f32 * table.w[layer], word);
+    if j < k {
+        return with_sign(j as f32 * w, word);
     }
     slow_path(table, rng, word)
 }
@@ -221,17 +221,18 @@ fn uniform(k: u32) -> f32 {
 #[inline(never)]
 fn slow_path<R: Rng + ?Sized>(table: &Ziggurat, rng: &mut R, mut word: u32) -> f32 {
     loop {
-        let layer = (word & LAYER) as usize;
+        let layer = word & LAYER;
+        let (k, w) = table.layer(layer);
         let j = (word >> 8) | 1;
-        let x = j as f32 * table.w[layer];
-        if j < table.k[layer] {
+        let x = j as f32 * w;
+        if j < k {
             return with_sign(x, word);
         }
         if layer == 0 {
             return with_sign(tail(table, rng), word);
         }
         let u = uniform(rng.next_u32());
-        let (below, above) = (table.f[layer], table.f[layer - 1]);
+        let (below, above) = table.heights(layer);
         if below + u * (above - below) < libm::expf(-0.5 * x * x) {
             return with_sign(x, word);
         }

@@ -101,17 +101,14 @@ pub(crate) fn prepare<'w>(
     workspace: &'w mut [f32],
     needed: usize,
 ) -> Result<(Scales, &'w mut [f32]), Error> {
-    if workspace.len() < needed {
-        return Err(Error::WorkspaceTooSmall {
-            needed,
-            found: workspace.len(),
-        });
-    }
+    let found = workspace.len();
+    let Some(workspace) = workspace.get_mut(..needed) else {
+        return Err(Error::WorkspaceTooSmall { needed, found });
+    };
     let h = mechanism.header;
     let noise = noise_scale(noise_multiplier, h.clip_norm, h.sensitivity.value)
         .ok_or(Error::InvalidNoiseMultiplier)?;
     let clip_norm = clip_norm(mechanism)?;
-    let workspace = &mut workspace[..needed];
     workspace.fill(0.0);
     Ok((Scales { noise, clip_norm }, workspace))
 }

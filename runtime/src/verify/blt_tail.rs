@@ -125,11 +125,18 @@ fn contraction(
     scratch: &mut [f64],
     budget: &mut Budget,
 ) -> Result<(u32, f64, f64), Unverifiable> {
-    let (power, row) = scratch.split_at_mut(m * m);
-    let row = &mut row[..m];
+    let Some((power, row)) = scratch.split_at_mut_checked(m * m) else {
+        return Err(Unverifiable::ScratchTooSmall { needed: m * m + m });
+    };
+    let Some(row) = row.get_mut(..m) else {
+        return Err(Unverifiable::ScratchTooSmall { needed: m * m + m });
+    };
     power.fill(0.0);
-    for r in 0..m {
-        power[r * m + r] = 1.0;
+    // P̂_0 = I, row by row (m rows of m).
+    for (r, power_row) in power.chunks_exact_mut(m).enumerate() {
+        if let Some(diagonal) = power_row.get_mut(r) {
+            *diagonal = 1.0;
+        }
     }
     let mut rows = UpperSum::default();
     for (c, v) in row.iter_mut().enumerate() {
@@ -148,8 +155,8 @@ fn contraction(
         // m + 1 rows (the power and ωᵀ), each a sum and a multiply-subtract per entry.
         budget.spend((2 * m * m + 2 * m) as u64)?;
         let (mut norm, mut residual) = (0.0f64, 0.0f64);
-        for r in 0..m {
-            let (n, e) = times_a(theta, omega, &mut power[r * m..(r + 1) * m]);
+        for power_row in power.chunks_exact_mut(m) {
+            let (n, e) = times_a(theta, omega, power_row);
             norm = norm.max(n);
             residual = residual.max(e);
         }

@@ -159,16 +159,37 @@ impl Bounded {
         (self.v.abs() + self.e) * GROW
     }
 
+    /// Value `i` of a scratch of pairs `(v, e)`; NaN past the end ([`value`]).
     fn read(scratch: &[f64], i: usize) -> Self {
         Self {
-            v: scratch[2 * i],
-            e: scratch[2 * i + 1],
+            v: value(scratch, 2 * i),
+            e: value(scratch, 2 * i + 1),
         }
     }
 
     fn write(self, scratch: &mut [f64], i: usize) {
-        scratch[2 * i] = self.v;
-        scratch[2 * i + 1] = self.e;
+        store(scratch, 2 * i, self.v);
+        store(scratch, 2 * i + 1, self.e);
+    }
+}
+
+/// `scratch[i]`, or NaN past its end — which no bound survives (`upper` keeps it, `solve_up` and
+/// the final `is_finite` make it [`Unverifiable::IllConditioned`]). Never past the end: every
+/// computation runs in the [`scratch_len`] floats `sensitivity_bound` checked.
+fn value(scratch: &[f64], i: usize) -> f64 {
+    scratch.get(i).copied().unwrap_or(f64::NAN)
+}
+
+/// `scratch[i]` of a table of upper bounds, or `+∞` past its end: a maximum (`f64::max`) would
+/// drop a NaN, never an infinity.
+fn bound_at(scratch: &[f64], i: usize) -> f64 {
+    scratch.get(i).copied().unwrap_or(f64::INFINITY)
+}
+
+/// `scratch[i] = x` (nothing past the end, where [`value`] and [`bound_at`] read no number).
+fn store(scratch: &mut [f64], i: usize, x: f64) {
+    if let Some(slot) = scratch.get_mut(i) {
+        *slot = x;
     }
 }
 
@@ -502,20 +523,20 @@ fn bandmf(
                 let next = (t + 1) % b;
                 for j in (1..=k).rev() {
                     let with = w + if j >= 2 {
-                        scratch[(j - 2) * b + slot]
+                        bound_at(scratch, (j - 2) * b + slot)
                     } else {
                         0.0
                     };
                     let without = if t + 1 < steps {
-                        scratch[(j - 1) * b + next]
+                        bound_at(scratch, (j - 1) * b + next)
                     } else {
                         0.0
                     };
-                    scratch[(j - 1) * b + slot] = with.max(without);
+                    store(scratch, (j - 1) * b + slot, with.max(without));
                 }
             }
             // Each value is a sum of at most k rounded additions of upper bounds.
-            let best = scratch[(k - 1) * b];
+            let best = bound_at(scratch, (k - 1) * b);
             total.add(best * (1.0 + (k as f64 + 2.0) * TWO_U) * GROW);
         }
     }
@@ -602,8 +623,9 @@ fn blt(
                 residual.add(r);
                 let mut g = UpperSum::default();
                 g.add(c.abs());
-                for p in 1..k.min(t / b + 1) {
-                    let state = &mut rest[m * (p - 1)..m * p];
+                // Filter p's state is the p-th run of m floats of `rest` (k' − 1 of them).
+                let filters = rest.chunks_exact_mut(m.max(1));
+                for (p, state) in (1..k.min(t / b + 1)).zip(filters) {
                     g.add(blt_step(d.theta, d.omega, state, impulse(t - p * b)).abs());
                 }
                 let g = g.value();
@@ -611,20 +633,29 @@ fn blt(
             }
         }
         (Some((k, b)), _) => {
-            let majorant = &mut rest[..steps];
+            let Some(majorant) = rest.get_mut(..steps) else {
+                return Err(Unverifiable::ScratchTooSmall {
+                    needed: 2 * m + steps,
+                });
+            };
             for (t, slot) in majorant.iter_mut().enumerate() {
                 let (c, r) = blt_residual(d.theta, d.omega, residual_state, impulse(t));
                 norm.add(c * c);
                 residual.add(r);
                 *slot = c.abs();
             }
-            for t in (0..steps.saturating_sub(1)).rev() {
-                majorant[t] = majorant[t].max(majorant[t + 1]);
+            // majorant[t] = max(majorant[t], majorant[t + 1]), from the end.
+            let mut later = None;
+            for x in majorant.iter_mut().rev() {
+                if let Some(next) = later {
+                    *x = x.max(next);
+                }
+                later = Some(*x);
             }
             for t in 0..steps {
                 let mut g = UpperSum::default();
                 for p in 0..k.min(t / b + 1) {
-                    g.add(majorant[t - p * b]);
+                    g.add(bound_at(majorant, t - p * b));
                 }
                 let g = g.value();
                 pattern.add(g * g);
