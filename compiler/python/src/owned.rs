@@ -10,12 +10,16 @@ use core::mem::ManuallyDrop;
 use core::ops::Range;
 use core::ptr::NonNull;
 
-use mfc_formats::Mechanism;
-use mfc_runtime::{BlobFingerprint, ChaChaNoise, Replay};
+use mfc_formats::{Mechanism, Validated};
+use mfc_runtime::{BlobFingerprint, ChaChaNoise, Replay, Shape};
 
 use crate::error::{Error, Result};
 use crate::intake;
-use crate::stream::form_name;
+
+/// Which form `mechanism` has, as `mfc compile --form` names it ([`Shape::name`]).
+pub(crate) fn form_name(mechanism: &Validated<'_>) -> &'static str {
+    Shape::of(mechanism).map_or("unknown", Shape::name)
+}
 
 /// The heap buffers a stream borrows, freed when this is dropped.
 struct Buffers {

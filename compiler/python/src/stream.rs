@@ -16,7 +16,7 @@
 
 use core::ops::Range;
 
-use mfc_formats::{Mechanism as Blob, Validated};
+use mfc_formats::Mechanism as Blob;
 use mfc_runtime::noise::MAX_COORDINATES;
 use mfc_runtime::{ChaChaNoise, ReleaseCounter, Shape};
 use numpy::{PyArrayDyn, PyArrayMethods};
@@ -26,13 +26,8 @@ use pyo3::types::{PyBytes, PyDict};
 use crate::error::{Error, Result};
 use crate::intake::{self, Array};
 use crate::mechanism::{Mechanism, header_report};
-use crate::owned::OwnedReplay;
+use crate::owned::{OwnedReplay, form_name};
 use crate::privacy::{StreamPrivacy, epsilon};
-
-/// Which form `mechanism` has, as `mfc compile --form` names it ([`Shape::name`]).
-pub(crate) fn form_name(mechanism: &Validated<'_>) -> &'static str {
-    Shape::of(mechanism).map_or("unknown", Shape::name)
-}
 
 /// The epoch recorded in and required of checkpoints: a Python stream's seed is its key itself
 /// (no device root and epoch derive it), so every checkpoint is of "epoch 1" and the key check
