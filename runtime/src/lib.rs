@@ -71,7 +71,24 @@
 //! A device resumes a stream after a reboot with [`checkpoint`]: see its rules on keys, stale
 //! checkpoints and the release counter. [`Replay`] opens a blob of any decoder form and
 //! dispatches to the form's stream ([`replay`] documents the guarantees every form shares); the
-//! C library and `mfc simulate` use it.
+//! C library, `mfc simulate` and the Python package use it. [`Shape`] sizes a form's workspace
+//! and checkpoint as `const fn`s, so a device can size its static buffers at compile time.
+//!
+//! # Layout
+//!
+//! - [`forms`]: one module per decoder form, each a stream with its algorithm, state and memory
+//!   formula, and beside them the checks of a step and what a stream derives from its blob;
+//! - [`replay`]: the one entry point over the forms ([`Replay`], [`Shape`]);
+//! - [`checkpoint`]: the release counter, epoch keys, the blob's fingerprint, the wire format, the
+//!   protocol and each form's state;
+//! - [`verify`] and [`policy`]: the device's check of a blob's recorded sensitivity, and what it
+//!   accepts;
+//! - [`noise`], [`clip`], [`privacy`], `sum.rs`: the sampler, clipping with its proof, the
+//!   `(ε, δ)` of a noise multiplier, compensated sums.
+//!
+//! The forms are dispatched in two places only, `replay.rs` and `verify/`; a fifth form is a
+//! module in `forms/`, a variant of [`Replay`] and [`Shape`], its checkpoint state
+//! (`checkpoint/forms.rs`) and its verification.
 #![no_std]
 #![forbid(unsafe_code)]
 // The promise "no panic on any input" as lints: no unwrap, expect, panic or indexing in the

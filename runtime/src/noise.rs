@@ -40,7 +40,7 @@
 //!   system (`getrandom`): the way to seed a stream on a host. Devices pass a seed from their
 //!   hardware RNG to [`ChaChaNoise::from_seed`].
 //! - With the `insecure-simulation` feature, `InsecureSimulationNoise` (Xoshiro256++, one
-//!   generator per step and block) follows the same contract several times faster. It is
+//!   generator per step and block) follows the same contract, faster (`BENCHMARKS.md`). It is
 //!   **predictable** — its outputs reveal its state — so it is for simulations and benchmarks
 //!   only, never for a release that must be private. The default build does not contain it.
 //!
@@ -265,7 +265,7 @@ mod simulation {
 
     /// **Not secure.** Xoshiro256++ noise for simulations and benchmarks: the same contract as
     /// [`ChaChaNoise`](super::ChaChaNoise) (a pure function of seed, step and coordinate, blocks
-    /// of [`BLOCK`](super::BLOCK) coordinates reachable directly), several times faster, and
+    /// of [`BLOCK`](super::BLOCK) coordinates reachable directly), faster (`BENCHMARKS.md`), and
     /// predictable: a few outputs reveal the generator's state and with it every other noise
     /// value, so a release noised by it is **not** differentially private. Only built with the
     /// `insecure-simulation` feature.

@@ -145,18 +145,23 @@ pub(super) fn restore(
             released: counter.released(),
         });
     }
-    // Float `index` of the state (`floats` holds exactly `total` of them).
+    // The state's floats in order (`floats` holds exactly `total` of them), and float `index`.
+    let values = || {
+        floats
+            .chunks_exact(4)
+            .map(|w| <[u8; 4]>::try_from(w).map_or(0.0, f32::from_le_bytes))
+    };
     let word = |index: usize| {
-        let bytes = index
-            .checked_mul(4)
-            .and_then(|at| floats.get(at..at.checked_add(4)?))
-            .and_then(|w| w.try_into().ok());
-        f32::from_le_bytes(bytes.unwrap_or([0; 4]))
+        let at = index.wrapping_mul(4);
+        match floats.get(at..at.wrapping_add(4)) {
+            Some(&[a, b, c, d]) => f32::from_le_bytes([a, b, c, d]),
+            _ => 0.0,
+        }
     };
     // A stream's state is finite (noise below 10.09σ, sums of clipped inputs); a NaN or an
     // infinity would poison every later release, and with the CRC only a forged checkpoint
     // carries one.
-    if (0..total).any(|k| !word(k).is_finite()) {
+    if values().any(|x| !x.is_finite()) {
         return Err(Error::MalformedCheckpoint);
     }
     // The newest noise row must be the one this stream's key generates.
@@ -164,12 +169,12 @@ pub(super) fn restore(
         return Err(Error::CheckpointKeyMismatch);
     }
     let (step, parts) = stream.state_mut();
-    for (k, x) in parts
+    for (x, value) in parts
         .into_iter()
         .flat_map(|part| part.iter_mut())
-        .enumerate()
+        .zip(values())
     {
-        *x = word(k);
+        *x = value;
     }
     *step = head.step;
     Ok(())

@@ -1,6 +1,6 @@
-//! Replay of the BLT form (buffered linear Toeplitz, Dvijotham, McMahan, Pillutla, Steinke,
-//! Thakurta 2024; `formats/SPEC.md`, decoder 2): private prefix sums with `m` buffers per
-//! coordinate and no dependence on the horizon.
+//! Replay of the BLT form (buffered linear Toeplitz, Dvijotham et al. 2024; `formats/SPEC.md`,
+//! decoder 2): private prefix sums with `m` buffers per coordinate and no dependence on the
+//! horizon.
 //!
 //! `C⁻¹` is Toeplitz with `r_0 = 1`, `r_k = Σ_j ω_j θ_j^{k−1}`, and the noise of step `t` is
 //! `Σ_{u ≤ t} w_u` with `w = C⁻¹ z`. Step `t` (0-based), per coordinate:

@@ -1,6 +1,6 @@
-//! Replay of the FFT decoder form (`SPEC.md`, decoder 1; Choquette-Choo et al. 2023, §4 and
-//! App. K) without allocation: the noise of a block of `m` steps is produced at its first step
-//! by FFT convolution, `O(d·m log m)`, then released step by step.
+//! Replay of the FFT decoder form (`SPEC.md`, decoder 1; 001 §4 and App. K) without allocation: the
+//! noise of a block of `m` steps is produced at its first step by FFT convolution, `O(d·m log m)`,
+//! then released step by step.
 //!
 //! Block `i` draws noise row `i` of the [`NoiseSource`] with `2m·d` coordinates: `z_{i,j}[c]`
 //! (`j < 2m`) is coordinate `c·2m + j`, so each coordinate's `2m` draws are one contiguous run.
@@ -11,8 +11,8 @@
 //!   `w = IFFT(FFT(z)·K)` with `K` the spectrum of the kernel laid out at lags `−(2m−1) … m−1`
 //!   (2 FFTs);
 //! - **Mechanism 2** (`FftKind::OptimalDecoder`): `u = EᵀŶᵀz` the same way, then the
-//!   Gohberg–Semencul product `ξ = (L(x̂)(L(x̂)ᵀu) − L(x̃)(L(x̃)ᵀu))/x̂₀`, `x̃ = (0, x̂_{m−1}, …, x̂₁)`
-//!   (the exact inverse of the Toeplitz `T̂ = EᵀŶᵀŶE` for the exact generator, 001 App. K
+//!   Gohberg–Semencul product `ξ = (L(x̂)(L(x̂)ᵀu) − L(x̃)(L(x̃)ᵀu))/x̂₀`, `x̃ = (0, x̂_{m−1}, …,
+//!   x̂₁)` (the exact inverse of the Toeplitz `T̂ = EᵀŶᵀŶE` for the exact generator, 001 App. K
 //!   Prop. K.2): `L(g)ᵀ` multiplies by the conjugate spectrum of `g`, `L(g)` by the spectrum, and
 //!   the two products are combined before one inverse transform (8 FFTs); then `w_r = Σ_{q≤r} ξ_q`.
 //!   This is `O(m log m)` per block and coordinate, not the `O(m log² m)` of a superfast solver:
@@ -448,8 +448,9 @@ fn buffers_for(kind: FftKind) -> usize {
     complex_buffers(kind).unwrap_or(2)
 }
 
-/// `a ← (L(x)(L(x)ᵀu) − L(x̃)(L(x̃)ᵀu))·x̂₀` for `u = a[..m]` (real and imaginary parts apart), with `x`, `x_tilde` the
-/// spectra of the generator and of `x̃` (the division by `x̂₀` is left to the caller).
+/// `a ← (L(x)(L(x)ᵀu) − L(x̃)(L(x̃)ᵀu))·x̂₀` for `u = a[..m]` (real and imaginary parts apart),
+/// with `x`, `x_tilde` the spectra of the generator and of `x̃` (the division by `x̂₀` is left to
+/// the caller).
 fn gohberg_semencul(
     a: &mut [Complex32],
     b: &mut [Complex32],

@@ -65,10 +65,10 @@ pub(crate) fn check_input(dim: usize, input: &[f32], clip_norm: f32) -> Result<f
     Ok(largest)
 }
 
-/// The checks of a step's examples ([`Stream::step_examples`](super::Stream::step_examples)): whole rows of `dim`
-/// coordinates ([`Error::ExamplesShape`]), each finite ([`Error::NonFiniteExample`]) and within
-/// the range clipping handles exactly ([`Error::ExampleTooLarge`]), the first offending example
-/// and coordinate named.
+/// The checks of a step's examples ([`Stream::step_examples`](super::Stream::step_examples)): whole
+/// rows of `dim` coordinates ([`Error::ExamplesShape`]), each finite ([`Error::NonFiniteExample`])
+/// and within the range clipping handles exactly ([`Error::ExampleTooLarge`]), the first offending
+/// example and coordinate named.
 pub(crate) fn check_examples(dim: usize, examples: &[f32], clip_norm: f32) -> Result<(), Error> {
     if dim == 0 || examples.len() % dim != 0 {
         return Err(Error::ExamplesShape {

@@ -3,7 +3,7 @@
 //! single participation, fixed epoch order and min separation, with the rounding of this
 //! computation bounded (the soundness rule of [`super`]). The encoder is not stored: each column
 //! `ŷ_j ≈ Ĉ e_j` solves `B̂ y_j = S e_j` by forward substitution with the bands and the low-rank
-//! factors (Denisov et al. 2022, App. H) in plain `f64`, and is checked **a posteriori** by its
+//! factors (003 App. H) in plain `f64`, and is checked **a posteriori** by its
 //! residual `ρ_j = S e_j − B̂ ŷ_j`, computed with running error bounds, `ŷ_j` taken as exact (one
 //! dot product per row: the bounds never compound). Then `y_j − ŷ_j = B̂⁻¹ρ_j = Ĉ S⁻¹ρ_j` and
 //! `‖S⁻¹v‖₁ ≤ 2‖v‖₁` (first differences), so with `Y = max_j ‖y_j‖` and `ε_j = 2‖ρ_j‖₁`:
@@ -18,8 +18,8 @@
 //! with `k' = min(k, ⌈n/b⌉)`. Under fixed epoch order the columns of one residue class
 //! `s mod b` are solved together, row by row, and the entries `X_pq` of the pairs a window can
 //! hold (`|p − q| < k'` in class positions) accumulate as the rows go: `n` columns in all, each
-//! once. The absolute-Gram value is the sensitivity itself when `X[π,π] ≥ 0` (Choquette-Choo et
-//! al. 2023, Eq. 3), and an upper bound for any `X` and contributions of any dimension
+//! once. The absolute-Gram value is the sensitivity itself when `X[π,π] ≥ 0` (001
+//! Eq. 3), and an upper bound for any `X` and contributions of any dimension
 //! (`Σ X_ij⟨u_i,u_j⟩ ≤ Σ |X_ij|` for `‖u_i‖ ≤ 1`); the compiler records it for this form under
 //! fixed epoch order, never the spectral bound (001 Thm 2.1), which would need eigenvalues here.
 //! Rounding: `|X_pq − fl⟨ŷ_p, ŷ_q⟩| ≤ γ‖ŷ_p‖‖ŷ_q‖ + ‖y_p − ŷ_p‖‖y_q‖ + ‖ŷ_p‖‖y_q − ŷ_q‖ ≤

@@ -12,19 +12,18 @@
 //! `c_t = −ωᵀ s_t` and `s_{t+1} = A s_t` for `t ≥ 1`, with `A = diag(θ) − 1ωᵀ`, and
 //! `s_{T,j} = Σ_{u<T} θ_j^{T−1−u} c_u`.
 //!
-//! **The tail** (`k·(2m² + 2m)` operations, `m² + m` floats). `P̂_i = fl(P̂_{i−1}A)`, `P̂_0 = I`, is
-//! computed in plain `f64` as `(P̂A)_{rc} = P̂_{rc}θ_c − ω_c Σ_l P̂_{rl}` (`m²` operations: `A` is
-//! diagonal plus rank one), and its local residual `R_{i−1} = P̂_{i−1}A − P̂_i` with running
+//! **The tail** (`k·(2m² + 2m)` operations, `m² + m` floats). `P̂_i = fl(P̂_{i−1}A)`, `P̂_0 = I`,
+//! is computed in plain `f64` as `(P̂A)_{rc} = P̂_{rc}θ_c − ω_c Σ_l P̂_{rl}` (`m²` operations: `A`
+//! is diagonal plus rank one), and its local residual `R_{i−1} = P̂_{i−1}A − P̂_i` with running
 //! error bounds (`P̂_{i−1}` taken as exact). Then `A^i − P̂_i = Σ_{l<i} R_l A^{i−1−l}`, so with
-//! `N_j ≥ ‖A^j‖_∞` and `M_{i−1} = max_{j<i} N_j`:
-//! `‖A^i‖_∞ ≤ N_i := ‖P̂_i‖_∞ + M_{i−1}·Σ_{l<i} ‖R_l‖_∞`. The rounding errors never compound
-//! through `|A|` (whose spectral radius may exceed 1 when `A`'s does not), only through the
-//! norms of the true powers, which a contracting `A` keeps bounded. The same holds for the row
-//! vectors `v̂_i ≈ ωᵀA^i`: `ρ_i := ‖v̂_i‖₁ + M_{i−1}·Σ_{l<i} ‖R^v_l‖₁ ≥ ‖ωᵀA^i‖₁` (a row vector
-//! times `A^j` grows by at most `‖A^j‖_∞`). `k` is the least `i ≤ K_MAX` with `N_i ≤ ½`,
-//! `q = N_k`. Every `t = T + a·k + i` (`a ≥ 0`, `i < k`) has
-//! `|c_t| = |ωᵀA^i (A^k)^a s_T| ≤ ρ_i q^a ‖s_T‖_∞`, so
-//! `Σ_{t≥T} c_t² ≤ ‖s_T‖²_∞ Σ_{i<k} ρ_i² / (1 − q²) =: τ`.
+//! `N_j ≥ ‖A^j‖_∞` and `M_{i−1} = max_{j<i} N_j`: `‖A^i‖_∞ ≤ N_i := ‖P̂_i‖_∞ + M_{i−1}·Σ_{l<i}
+//! ‖R_l‖_∞`. The rounding errors never compound through `|A|` (whose spectral radius may exceed 1
+//! when `A`'s does not), only through the norms of the true powers, which a contracting `A` keeps
+//! bounded. The same holds for the row vectors `v̂_i ≈ ωᵀA^i`: `ρ_i := ‖v̂_i‖₁ + M_{i−1}·Σ_{l<i}
+//! ‖R^v_l‖₁ ≥ ‖ωᵀA^i‖₁` (a row vector times `A^j` grows by at most `‖A^j‖_∞`). `k` is the least `i
+//! ≤ K_MAX` with `N_i ≤ ½`, `q = N_k`. Every `t = T + a·k + i` (`a ≥ 0`, `i < k`) has `|c_t| =
+//! |ωᵀA^i (A^k)^a s_T| ≤ ρ_i q^a ‖s_T‖_∞`, so `Σ_{t≥T} c_t² ≤ ‖s_T‖²_∞ Σ_{i<k} ρ_i² / (1 − q²) =:
+//! τ`.
 //!
 //! **The head** (`T·m` operations, `2m` floats). `ĉ_t`, `t < T`, by the filter in plain `f64`,
 //! checked a posteriori by its residual `ρ = δ − r * ĉ` with running error bounds, as for a

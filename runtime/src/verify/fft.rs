@@ -1,21 +1,21 @@
-//! Verification of the FFT forms (`formats/SPEC.md`, decoder 1; Choquette-Choo et al. 2023,
-//! App. K) under single participation and fixed epoch order: an upper bound `U` on the sensitivity the compiler records
+//! Verification of the FFT forms (`formats/SPEC.md`, decoder 1; 001 App. K) under single
+//! participation and fixed epoch order: an upper bound `U` on the sensitivity the compiler records
 //! (`mfc_compiler::fft`), from the stored `f32` kernel `ŷ` (and generator `x̂`), with the rounding
 //! of this computation bounded as in the parent module (`Bounded`, `UpperSum`, an a-posteriori
 //! residual). The stamped encoder is `blockdiag(Ĉ, …, Ĉ)`: stamping does not change the
 //! single-participation value, and its Gram `X = ĈᵀĈ` is block diagonal.
 //!
-//! Both mechanisms need `T̂`, the symmetric Toeplitz with first column the circular
-//! autocorrelation `t̂_a = Σ_{j<2m} ŷ_j ŷ_{(j+a) mod 2m}` (`= B̂B̂ᵀ` for Mechanism 1), and a bound
-//! `ε ≥ ‖MT̂ − I‖₁` for the Gohberg–Semencul matrix `M = (L(x)L(x)ᵀ − L(x̃)L(x̃)ᵀ)/x₀` of a
-//! generator `x` (Gohberg & Semencul 1972; `residual_norm`). For symmetric `M` with `ρ(MT̂ − I) ≤ ε < 1`, the symmetric
+//! Both mechanisms need `T̂`, the symmetric Toeplitz with first column the circular autocorrelation
+//! `t̂_a = Σ_{j<2m} ŷ_j ŷ_{(j+a) mod 2m}` (`= B̂B̂ᵀ` for Mechanism 1), and a bound `ε ≥ ‖MT̂ − I‖₁`
+//! for the Gohberg–Semencul matrix `M = (L(x)L(x)ᵀ − L(x̃)L(x̃)ᵀ)/x₀` of a generator `x` (Gohberg &
+//! Semencul 1972; `residual_norm`). For symmetric `M` with `ρ(MT̂ − I) ≤ ε < 1`, the symmetric
 //! `T̂^{1/2}MT̂^{1/2}` is similar to `MT̂`, so `(1 − ε)T̂⁻¹ ≼ M ≼ (1 + ε)T̂⁻¹`.
 //!
 //! - **Mechanism 1** (Circulant): the compiler records `max_j (SᵀT̂⁻¹S)[j, j]^{1/2}`, the largest
-//!   column norm of `Ĉ = B̂†S`. Here `x` solves `T̂x = e₀` by Levinson–Durbin in plain `f64`
-//!   (Golub & Van Loan, Alg. 4.7.1), `ε` is its residual, and
-//!   `(SᵀT̂⁻¹S)[j, j] ≤ q_j/(1 − ε)` with `q_j = 1_{≥j}ᵀM1_{≥j} = (‖L(x)ᵀ1_{≥j}‖² − ‖L(x̃)ᵀ1_{≥j}‖²)/x₀`,
-//!   each entry of `L(x)ᵀ1_{≥j}` a difference of two prefix sums of `x`.
+//!   column norm of `Ĉ = B̂†S`. Here `x` solves `T̂x = e₀` by Levinson–Durbin in plain `f64` (Golub
+//!   & Van Loan 2013, §4.7), `ε` is its residual, and `(SᵀT̂⁻¹S)[j, j] ≤ q_j/(1 − ε)` with `q_j =
+//!   1_{≥j}ᵀM1_{≥j} = (‖L(x)ᵀ1_{≥j}‖² − ‖L(x̃)ᵀ1_{≥j}‖²)/x₀`, each entry of `L(x)ᵀ1_{≥j}` a
+//!   difference of two prefix sums of `x`.
 //! - **Mechanism 2** (OptimalDecoder): the compiler records `sens(ŶE)/(1 − ‖M̂T̂ − I‖₁)` with
 //!   `M̂` the matrix of the stored `x̂` (the Gram of `Ĉ = ŶE(M̂T̂)⁻¹` is
 //!   `M̂⁻¹T̂⁻¹M̂⁻¹ ≼ T̂/(1 − ε)²`, `formats/SPEC.md`); under single participation

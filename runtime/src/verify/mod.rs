@@ -4,25 +4,24 @@
 //! device does not take the server's word for the noise it adds. `no_std`, no allocation: the
 //! caller provides the scratch ([`scratch_len`]) and a budget of operations ([`operations`]).
 //!
-//! **Soundness rule.** The device computes an upper bound `U` on the true sensitivity of the
-//! stored coefficients, its own rounding included, and accepts the blob only if the recorded
-//! sensitivity is at least `U`. Sums of non-negative terms are rounded up (`N` terms in `f64`:
-//! a factor `1 + (N + 2)·2⁻⁵²`, Higham 2002, §4.2), square roots are correctly rounded and
-//! rounded up by `1 + 2⁻⁴⁸`. Where the encoder is not stored but solved for (the banded form's
-//! `Ĉ = B̂⁻¹S`, the BLT's `c = 1/r`), the solution `ŷ` is computed in plain `f64` and checked
-//! **a posteriori**: its residual `ρ` is computed with running error bounds (Wilkinson's model
-//! `fl(a ∘ b) = (a ∘ b)(1 + δ)`, `|δ| ≤ u = 2⁻⁵³`, each bound doubled to `2u` and multiplied by
-//! `1 + 2⁻⁴⁸` for the rounding of the bound's own arithmetic), `ŷ` taken as exact, so the bounds
-//! never compound along the solve; then `y − ŷ` is the encoder applied to `ρ`, which gives
-//! `Y ≤ Ŷ/(1 − a)` with `a` a multiple of `‖ρ‖₁` (the module [`banded`] and the function `blt`
-//! below; the FFT forms' Toeplitz inverse in [`fft`]). When `a` exceeds `10⁻⁶` the blob is
-//! [`Unverifiable::IllConditioned`] rather than refused.
-//! The compiler records `max(sens, U)` (`mfc_compiler::blob`): the arithmetic is IEEE `+ − × ÷` and a
-//! correctly rounded square root, without fused multiply-adds, so host and device compute the
-//! same `U` bit for bit, and every blob the compiler writes verifies. Blobs written before this
-//! check existed record the compiler's value, which may be below `U` by rounding (`10⁻¹⁵`; the FFT
-//! forms' `U` is up to `2·10⁻⁷` above it at `m = 10⁴`, `fft`):
-//! they are refused, with a message that says to recompile them.
+//! **Soundness rule.** The device computes an upper bound `U` on the true sensitivity of the stored
+//! coefficients, its own rounding included, and accepts the blob only if the recorded sensitivity
+//! is at least `U`. Sums of non-negative terms are rounded up (`N` terms in `f64`: a factor `1 + (N
+//! + 2)·2⁻⁵²`, Higham 2002, §4.2), square roots are correctly rounded and rounded up by `1 + 2⁻⁴⁸`.
+//! Where the encoder is not stored but solved for (the banded form's `Ĉ = B̂⁻¹S`, the BLT's `c =
+//! 1/r`), the solution `ŷ` is computed in plain `f64` and checked **a posteriori**: its residual
+//! `ρ` is computed with running error bounds (Wilkinson's standard model, Higham 2002, §2.2: `fl(a
+//! ∘ b) = (a ∘ b)(1 + δ)`, `|δ| ≤ u = 2⁻⁵³`, each bound doubled to `2u` and multiplied by `1 +
+//! 2⁻⁴⁸` for the rounding of the bound's own arithmetic), `ŷ` taken as exact, so the bounds never
+//! compound along the solve; then `y − ŷ` is the encoder applied to `ρ`, which gives `Y ≤ Ŷ/(1 −
+//! a)` with `a` a multiple of `‖ρ‖₁` (the module [`banded`] and the function `blt` below; the FFT
+//! forms' Toeplitz inverse in [`fft`]). When `a` exceeds `10⁻⁶` the blob is
+//! [`Unverifiable::IllConditioned`] rather than refused. The compiler records `max(sens, U)`
+//! (`mfc_compiler::blob`): the arithmetic is IEEE `+ − × ÷` and a correctly rounded square root,
+//! without fused multiply-adds, so host and device compute the same `U` bit for bit, and every blob
+//! the compiler writes verifies. Blobs written before this check existed record the compiler's
+//! value, which may be below `U` by rounding (`10⁻¹⁵`; the FFT forms' `U` is up to `2·10⁻⁷` above
+//! it at `m = 10⁴`, `fft`): they are refused, with a message that says to recompile them.
 //!
 //! **What is verified, exactly (each the same value as the compiler's method, up to rounding).**
 //!
@@ -301,9 +300,9 @@ pub fn scratch_len(m: &Validated<'_>) -> usize {
 /// The operations (multiply-adds) [`verify`] spends on `m`, `None` for forms or schemas it does
 /// not verify, and for a BLT bound over every horizon (`BltTailBound`), whose cost depends on how
 /// fast its encoder decays and is only known after the run ([`blt_tail::certify`] counts it and
-/// stops at the budget). Compare with a device's budget: a Cortex-M4F at 64 MHz runs about
-/// 2·10⁴–5·10⁴ of them a second in soft-float `f64`, 1 150–1 950 instructions each
-/// (`examples/firmware/src/bin/verify.rs`).
+/// stops at the budget). Compare with a device's budget: what one operation costs a Cortex-M4F
+/// in soft-float `f64` is measured by `examples/firmware/src/bin/verify.rs` (`BENCHMARKS.md`,
+/// "Verification on the device").
 pub fn operations(m: &Validated<'_>) -> Option<u64> {
     if m.header.sensitivity.method.covers_every_horizon() {
         return None;
