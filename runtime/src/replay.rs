@@ -144,10 +144,10 @@ impl Shape {
         matches!(self, Shape::Banded { .. } | Shape::BandMf { .. })
     }
 
-    /// Floats of workspace a stream of `dim` coordinates needs (a shard's: its own): `(h + r +
-    /// 2)·d`, `(m + 3)·d + 2m + 2N·k`, `(m + 2)·d`, `(b̂ + 2)·d` (`b̂·d` for another workload).
-    /// `None` when `dim` is 0 or beyond what a noise row addresses, when an FFT block is longer
-    /// than this build replays, or on overflow.
+    /// Floats of workspace a stream of `dim` coordinates needs (a shard's: its own):
+    /// `(h + r + 2)·d`, `(m + 3)·d + 2m + 2N·k`, `(m + 2)·d`, `(b̂ + 2)·d` (`b̂·d` for another
+    /// workload). `None` when `dim` is 0 or beyond what a noise row addresses, when an FFT block is
+    /// longer than this build replays, or on overflow.
     pub const fn workspace_len(self, dim: usize) -> Option<usize> {
         match self {
             Shape::Banded { band, rank } => banded::workspace_len(band, rank, dim),
@@ -263,13 +263,14 @@ impl<'a, N: NoiseSource> Replay<'a, N> {
         )
     }
 
-    /// A shard: the stream of coordinates `range` of rows of `row_dim` coordinates, with the
-    /// noise multiplier recorded in the blob, in [`workspace_len`](Self::workspace_len)`(mechanism,
-    /// range.len())` floats. With the same seed its releases equal coordinates `range` of an
-    /// unsharded stream's, bit for bit. Inputs and releases have `range.len()` coordinates; a
-    /// shard that is not the whole row refuses [`step`](Self::step) and
-    /// [`step_examples`](Self::step_examples) ([`Error::ClipFactorRequired`]): it takes the whole
-    /// row's clip factor in [`step_clipped`](Self::step_clipped).
+    /// A shard: the stream of coordinates `range` of rows of `row_dim` coordinates, with the noise
+    /// multiplier recorded in the blob, in
+    /// [`workspace_len`](Self::workspace_len)`(mechanism, range.len())` floats. With the same seed
+    /// its releases equal coordinates `range` of an unsharded stream's, bit for bit. Inputs and
+    /// releases have `range.len()` coordinates; a shard that is not the whole row refuses
+    /// [`step`](Self::step) and [`step_examples`](Self::step_examples)
+    /// ([`Error::ClipFactorRequired`]): it takes the whole row's clip factor in
+    /// [`step_clipped`](Self::step_clipped).
     ///
     /// Errors: [`Error::InvalidShard`] for an empty range or one outside the row; for the FFT and
     /// BLT forms, which have no shards ([`Shape::shardable`]), [`Error::UnsupportedDecoder`]

@@ -118,11 +118,11 @@
 //!
 //! A [`BltStream`](crate::BltStream)'s has `h = m` (buffers), `r = 0`, then the `m·d` buffers
 //! (buffer `j` of coordinate `c` at `j·d + c`), the running sum, its compensation, and the first
-//! `min(d, 8)` coordinates of the last noise row `z_{t−1}` (zero at step 0): `14 + ≤ 50 + 4·((m +
-//! 2)·d + min(d, 8)) + 4` bytes. An [`FftStream`](crate::FftStream)'s has `h = m` (the block), `r =
-//! 0`, then the current block's noise (`m·d`, row-major), the carry, the running sum and its
-//! compensation: `14 + ≤ 50 + 4·(m + 3)·d + 4` bytes (the spectra come from the blob, the draws are
-//! scratch).
+//! `min(d, 8)` coordinates of the last noise row `z_{t−1}` (zero at step 0):
+//! `14 + ≤ 50 + 4·((m + 2)·d + min(d, 8)) + 4` bytes. An [`FftStream`](crate::FftStream)'s has
+//! `h = m` (the block), `r = 0`, then the current block's noise (`m·d`, row-major), the carry, the
+//! running sum and its compensation: `14 + ≤ 50 + 4·(m + 3)·d + 4` bytes (the spectra come from the
+//! blob, the draws are scratch).
 //!
 //! The frame is checked (magic, version, length, checksum) before the payload is parsed; bytes
 //! after the checksum are ignored, so a whole flash slot may be passed. Version 1 (before the

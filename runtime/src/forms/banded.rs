@@ -11,10 +11,10 @@
 //! ```
 //!
 //! so `y = (B̂ z)_i` with `β = Σ_{j ≤ i−h} R[j,:]ᵀ z_j`. The state is the last `h` noise rows (row
-//! `z_t` lives in slot `t mod h`; `z_{i−h}` is consumed just before `z_i` overwrites it), `β` (`r ×
-//! d`) and the running sum `s` with its compensation (two rows, `runtime/src/sum.rs`), so that `s`
-//! stays within a few ulps of the exact sum (the same file): `(h + r + 2)·d` floats, all in the
-//! caller's workspace.
+//! `z_t` lives in slot `t mod h`; `z_{i−h}` is consumed just before `z_i` overwrites it), `β`
+//! (`r × d`) and the running sum `s` with its compensation (two rows, `runtime/src/sum.rs`), so
+//! that `s` stays within a few ulps of the exact sum (the same file): `(h + r + 2)·d` floats, all
+//! in the caller's workspace.
 //!
 //! For training, [`Stream::step_examples`] takes the step's examples (rows of `d`) instead of one
 //! row, clips each to `ζ` and adds them all: one example, not the step's whole row, is then what
@@ -35,8 +35,8 @@
 //! `(h + r + 2)·(b − a)` floats, and releases exactly the coordinates `a .. b` that an unsharded
 //! stream with the same seed would. Threads, or separate workers of a distributed job, can thus
 //! each run one shard. Clipping is the exception: it needs the norm of the whole input row, which a
-//! shard does not see. A shard therefore refuses [`Stream::step`]; it takes the factor `min(1,
-//! ζ/‖x‖)` of the whole row from its caller ([`Stream::step_clipped`], e.g. from
+//! shard does not see. A shard therefore refuses [`Stream::step`]; it takes the factor
+//! `min(1, ζ/‖x‖)` of the whole row from its caller ([`Stream::step_clipped`], e.g. from
 //! [`clip_factor`](crate::clip::clip_factor) of the whole row; one from an all-reduce of the
 //! shards' squared norms must be shrunk for its rounding errors as [`clip`](crate::clip) does), or
 //! releases noise only ([`Stream::step_noise`]).
@@ -238,12 +238,13 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
         Ok(())
     }
 
-    /// [`step`](Self::step) with the clip factor given by the caller: `clip` must be `min(1,
-    /// ζ/‖x‖)` for the **whole** input row `x` ([`clip_factor`](crate::clip::clip_factor)`(x, ζ)`,
-    /// with ζ from [`clip_norm`](Self::clip_norm)), of which `input` is this shard's part. The
-    /// stream checks that `clip` lies in `[0, 1]` but cannot check that it is the whole row's:
-    /// privacy rests on the caller here. With the factor of
-    /// [`clip_factor`](crate::clip::clip_factor) the release equals that of `step`.
+    /// [`step`](Self::step) with the clip factor given by the caller: `clip` must be
+    /// `min(1, ζ/‖x‖)` for the **whole** input row `x`
+    /// ([`clip_factor`](crate::clip::clip_factor)`(x, ζ)`, with ζ from
+    /// [`clip_norm`](Self::clip_norm)), of which `input` is this shard's part. The stream checks
+    /// that `clip` lies in `[0, 1]` but cannot check that it is the whole row's: privacy rests on
+    /// the caller here. With the factor of [`clip_factor`](crate::clip::clip_factor) the release
+    /// equals that of `step`.
     pub fn step_clipped(
         &mut self,
         input: &[f32],

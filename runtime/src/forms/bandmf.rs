@@ -238,10 +238,10 @@ impl<'m, 'w, N: NoiseSource> BandMfStream<'m, 'w, N> {
     }
 
     /// [`step`](Self::step) with the clip factor given by the caller: `clip` must be
-    /// `min(1, ζ/‖x‖)` for the **whole** input row `x` ([`clip_factor`]`(x,
-    /// ζ)`, ζ from [`clip_norm`](Self::clip_norm)), of which `input` is this shard's part. The
-    /// stream checks that `clip` lies in `[0, 1]` but cannot check that it is the whole row's:
-    /// privacy rests on the caller here.
+    /// `min(1, ζ/‖x‖)` for the **whole** input row `x` ([`clip_factor`]`(x, ζ)`, ζ from
+    /// [`clip_norm`](Self::clip_norm)), of which `input` is this shard's part. The stream checks
+    /// that `clip` lies in `[0, 1]` but cannot check that it is the whole row's: privacy rests on
+    /// the caller here.
     pub fn step_clipped(
         &mut self,
         input: &[f32],

@@ -13,12 +13,12 @@
 //! ```
 //!
 //! The workspace is `(m + 2)·d` floats: the buffers and the accumulator of inputs and noise with
-//! its compensation, for any number of steps; the accumulator stays within a few ulps of the
-//! exact sum however long the stream runs (measured in `runtime/src/sum.rs`). The stream stops
-//! at the blob's `steps`, the horizon its sensitivity was computed for — unless the blob's
-//! sensitivity holds for every horizon (`SensitivityMethod::BltTailBound`, `mfc compile --form
-//! blt --horizon unbounded`): then it runs until its `u32` step counter is exhausted
-//! (4 294 967 295 steps, 136 years at one step a second) and refuses the next step
+//! its compensation, for any number of steps; the accumulator stays within a few ulps of the exact
+//! sum however long the stream runs (measured in `runtime/src/sum.rs`). The stream stops at the
+//! blob's `steps`, the horizon its sensitivity was computed for — unless the blob's sensitivity
+//! holds for every horizon (`SensitivityMethod::BltTailBound`,
+//! `mfc compile --form blt --horizon unbounded`): then it runs until its `u32` step counter is
+//! exhausted (4 294 967 295 steps, 136 years at one step a second) and refuses the next step
 //! ([`Error::StreamFinished`]) rather than reuse a noise row.
 //!
 //! [`BltStream::step_examples`] clips a step's examples one by one, as

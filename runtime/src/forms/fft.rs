@@ -11,12 +11,13 @@
 //!   `w = IFFT(FFT(z)·K)` with `K` the spectrum of the kernel laid out at lags `−(2m−1) … m−1`
 //!   (2 FFTs);
 //! - **Mechanism 2** (`FftKind::OptimalDecoder`): `u = EᵀŶᵀz` the same way, then the
-//!   Gohberg–Semencul product `ξ = (L(x̂)(L(x̂)ᵀu) − L(x̃)(L(x̃)ᵀu))/x̂₀`, `x̃ = (0, x̂_{m−1}, …,
-//!   x̂₁)` (the exact inverse of the Toeplitz `T̂ = EᵀŶᵀŶE` for the exact generator, 001 App. K
-//!   Prop. K.2): `L(g)ᵀ` multiplies by the conjugate spectrum of `g`, `L(g)` by the spectrum, and
-//!   the two products are combined before one inverse transform (8 FFTs); then `w_r = Σ_{q≤r} ξ_q`.
-//!   This is `O(m log m)` per block and coordinate, not the `O(m log² m)` of a superfast solver:
-//!   the compiler has already solved the Toeplitz system (Levinson–Durbin) and stored `x̂`.
+//!   Gohberg–Semencul product `ξ = (L(x̂)(L(x̂)ᵀu) − L(x̃)(L(x̃)ᵀu))/x̂₀`,
+//!   `x̃ = (0, x̂_{m−1}, …, x̂₁)` (the exact inverse of the Toeplitz `T̂ = EᵀŶᵀŶE` for the exact
+//!   generator, 001 App. K Prop. K.2): `L(g)ᵀ` multiplies by the conjugate spectrum of `g`, `L(g)`
+//!   by the spectrum, and the two products are combined before one inverse transform (8 FFTs); then
+//!   `w_r = Σ_{q≤r} ξ_q`. This is `O(m log m)` per block and coordinate, not the `O(m log² m)` of a
+//!   superfast solver: the compiler has already solved the Toeplitz system (Levinson–Durbin) and
+//!   stored `x̂`.
 //!
 //! Step `r` of block `i` releases `s + σζ·sens·(carry + w_r)` with `s` the running sum of clipped
 //! inputs (compensated, `runtime/src/sum.rs`) and `carry = Σ_{i'<i} w_{i',m−1}`: stamping (001 App.

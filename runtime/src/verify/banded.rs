@@ -15,37 +15,38 @@
 //! | fixed epoch order `(k, b)` | `max_π Σ_{i,j∈π} \|X_ij\|`, `X = ĈᵀĈ`, over the windows `π = {s, s+b, …}` of `k'` steps (`NonnegativeGram`, `AbsoluteGramBound`) | `n(n+1)/2 · (h + 2r + k')` | `⌈n/b⌉ · (h + 2r + 1 + k')` |
 //! | min separation `(k, b)` | row-wise bound `max_π Σ_{i∈π} r_i`, `r_i = max_{π∋i} Σ_{j∈π} \|X_ij\|`, over patterns of at most `k'` steps at least `b` apart (`PatternSearchBound`; the exact method when it is exact); for `k' ≤ 2` the absolute-Gram value `max_π Σ_{i,j∈π} \|X_ij\|` itself (`NonnegativeGram`, `AbsoluteGramBound`) | `n(n+1)/2 · (h + 2r) + n²(h + 2r + k') + n·k'` | `4n + k' + 1 + 2(h + 2r)` |
 //!
-//! with `k' = min(k, ⌈n/b⌉)`. Under fixed epoch order the columns of one residue class
-//! `s mod b` are solved together, row by row, and the entries `X_pq` of the pairs a window can
-//! hold (`|p − q| < k'` in class positions) accumulate as the rows go: `n` columns in all, each
-//! once. The absolute-Gram value is the sensitivity itself when `X[π,π] ≥ 0` (001
-//! Eq. 3), and an upper bound for any `X` and contributions of any dimension
-//! (`Σ X_ij⟨u_i,u_j⟩ ≤ Σ |X_ij|` for `‖u_i‖ ≤ 1`); the compiler records it for this form under
-//! fixed epoch order, never the spectral bound (001 Thm 2.1), which would need eigenvalues here.
-//! Rounding: `|X_pq − fl⟨ŷ_p, ŷ_q⟩| ≤ γ‖ŷ_p‖‖ŷ_q‖ + ‖y_p − ŷ_p‖‖y_q‖ + ‖ŷ_p‖‖y_q − ŷ_q‖ ≤
-//! γŶ² + 3εY²` (`γ = (n + 2)·2u`, Higham 2002, §3.1; `ε = max_j ε_j ≤ 1`), added for each of
-//! the `k'²` pairs of a window.
+//! with `k' = min(k, ⌈n/b⌉)`. Under fixed epoch order the columns of one residue class `s mod b`
+//! are solved together, row by row, and the entries `X_pq` of the pairs a window can hold
+//! (`|p − q| < k'` in class positions) accumulate as the rows go: `n` columns in all, each once.
+//! The absolute-Gram value is the sensitivity itself when `X[π,π] ≥ 0` (001 Eq. 3), and an upper
+//! bound for any `X` and contributions of any dimension (`Σ X_ij⟨u_i,u_j⟩ ≤ Σ |X_ij|` for
+//! `‖u_i‖ ≤ 1`); the compiler records it for this form under fixed epoch order, never the spectral
+//! bound (001 Thm 2.1), which would need eigenvalues here. Rounding:
+//! `|X_pq − fl⟨ŷ_p, ŷ_q⟩| ≤ γ‖ŷ_p‖‖ŷ_q‖ + ‖y_p − ŷ_p‖‖y_q‖ + ‖ŷ_p‖‖y_q − ŷ_q‖ ≤ γŶ² + 3εY²`
+//! (`γ = (n + 2)·2u`, Higham 2002, §3.1; `ε = max_j ε_j ≤ 1`), added for each of the `k'²` pairs of
+//! a window.
 //!
 //! **Min separation** (`--min-sep b`). The exact value is a branch and bound over the exponentially
 //! many patterns on the whole `n × n` matrix `|X|`, which fits neither a device's scratch nor its
 //! time. The compiler records instead, for this form, that search stopped at its root: the row-wise
-//! bound of Choquette-Choo et al. 2023b, Alg. 4 (`Σ_{i,j∈π} |X_ij| = Σ_{i∈π} Σ_{j∈π} |X_ij| ≤
-//! Σ_{i∈π} r_i`), a bound for contributions of any dimension as above
-//! (`mfc_compiler::participation::device_verifiable_sensitivity`), above the exact value only where
-//! a row's best partners differ between patterns. The device needs one row of `X` at a time, `X e_i
-//! = Ĉᵀŷ_i = SᵀB̂⁻ᵀŷ_i`: the column `ŷ_i` as above (residual `ρ_i`, `ε_i = 2‖ρ_i‖₁`), then `ŵ ≈
-//! B̂⁻ᵀŷ_i` by backward substitution with the bands and the low-rank factors transposed, checked by
-//! its residual `σ = ŷ_i − B̂ᵀŵ` (running error bounds, `ŵ` taken as exact), and `ẑ = Sᵀŵ` by
-//! suffix sums with a running error bound `e`. Since `Sᵀŵ − Ĉᵀŷ_i = −Ĉᵀσ` and `(Ĉᵀŷ_i)_j = ⟨y_j,
-//! ŷ_i⟩`, `|X_ij − ẑ_j| ≤ e + Y‖σ‖₁ + ε_iY²`. The best partners of `i` (at most `k' − 1`, at least
-//! `b` from `i` and from each other) left and right come from the dynamic programme of Alg. 3 on
-//! `|ẑ|`, `O(n·k')` per row over two levels of `n`, and the same programme over the rows gives
-//! `max_π Σ_{i∈π} r̂_i`; the `k'²` entries of a pattern add `k'²` times the entry error. Every sum
-//! of at most `k'` non-negative terms is rounded up by `1 + (k' + 2)·2u`. With at most two
-//! participations (`k' ≤ 2`) the pairs are scanned instead, `X_ii + X_jj + 2|X_ij|` for `j ≤ i − b`
-//! as row `i` comes (`O(n)` per row, `X̂_jj` kept from row `j`): the absolute-Gram value itself,
-//! which the compiler records, since the row-wise bound can be well above it there (+1.7% at `n =
-//! 200`, `(k, b) = (2, 50)`, `(h, r) = (4, 4)`, `tests/tests/spine.rs`).
+//! bound of Choquette-Choo et al. 2023b, Alg. 4
+//! (`Σ_{i,j∈π} |X_ij| = Σ_{i∈π} Σ_{j∈π} |X_ij| ≤ Σ_{i∈π} r_i`), a bound for contributions of any
+//! dimension as above (`mfc_compiler::participation::device_verifiable_sensitivity`), above the
+//! exact value only where a row's best partners differ between patterns. The device needs one row
+//! of `X` at a time, `X e_i = Ĉᵀŷ_i = SᵀB̂⁻ᵀŷ_i`: the column `ŷ_i` as above (residual `ρ_i`,
+//! `ε_i = 2‖ρ_i‖₁`), then `ŵ ≈ B̂⁻ᵀŷ_i` by backward substitution with the bands and the low-rank
+//! factors transposed, checked by its residual `σ = ŷ_i − B̂ᵀŵ` (running error bounds, `ŵ` taken as
+//! exact), and `ẑ = Sᵀŵ` by suffix sums with a running error bound `e`. Since `Sᵀŵ − Ĉᵀŷ_i = −Ĉᵀσ`
+//! and `(Ĉᵀŷ_i)_j = ⟨y_j, ŷ_i⟩`, `|X_ij − ẑ_j| ≤ e + Y‖σ‖₁ + ε_iY²`. The best partners of `i` (at
+//! most `k' − 1`, at least `b` from `i` and from each other) left and right come from the dynamic
+//! programme of Alg. 3 on `|ẑ|`, `O(n·k')` per row over two levels of `n`, and the same programme
+//! over the rows gives `max_π Σ_{i∈π} r̂_i`; the `k'²` entries of a pattern add `k'²` times the
+//! entry error. Every sum of at most `k'` non-negative terms is rounded up by `1 + (k' + 2)·2u`.
+//! With at most two participations (`k' ≤ 2`) the pairs are scanned instead,
+//! `X_ii + X_jj + 2|X_ij|` for `j ≤ i − b` as row `i` comes (`O(n)` per row, `X̂_jj` kept from row
+//! `j`): the absolute-Gram value itself, which the compiler records, since the row-wise bound can
+//! be well above it there (+1.7% at `n = 200`, `(k, b) = (2, 50)`, `(h, r) = (4, 4)`,
+//! `tests/tests/spine.rs`).
 //!
 //! **Not verified here.** A custom workload: the sensitivity is that of `B̂⁻¹A` and the blob stores
 //! only the label of `A`

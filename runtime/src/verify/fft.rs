@@ -13,8 +13,8 @@
 //!
 //! - **Mechanism 1** (Circulant): the compiler records `max_j (SᵀT̂⁻¹S)[j, j]^{1/2}`, the largest
 //!   column norm of `Ĉ = B̂†S`. Here `x` solves `T̂x = e₀` by Levinson–Durbin in plain `f64` (Golub
-//!   & Van Loan 2013, §4.7), `ε` is its residual, and `(SᵀT̂⁻¹S)[j, j] ≤ q_j/(1 − ε)` with `q_j =
-//!   1_{≥j}ᵀM1_{≥j} = (‖L(x)ᵀ1_{≥j}‖² − ‖L(x̃)ᵀ1_{≥j}‖²)/x₀`, each entry of `L(x)ᵀ1_{≥j}` a
+//!   & Van Loan 2013, §4.7), `ε` is its residual, and `(SᵀT̂⁻¹S)[j, j] ≤ q_j/(1 − ε)` with
+//!   `q_j = 1_{≥j}ᵀM1_{≥j} = (‖L(x)ᵀ1_{≥j}‖² − ‖L(x̃)ᵀ1_{≥j}‖²)/x₀`, each entry of `L(x)ᵀ1_{≥j}` a
 //!   difference of two prefix sums of `x`.
 //! - **Mechanism 2** (OptimalDecoder): the compiler records `sens(ŶE)/(1 − ‖M̂T̂ − I‖₁)` with
 //!   `M̂` the matrix of the stored `x̂` (the Gram of `Ĉ = ŶE(M̂T̂)⁻¹` is
@@ -23,14 +23,14 @@
 //!
 //! `‖MT̂ − I‖₁` in `O(m²)` without storing a matrix: with Trench's recursion
 //! `M[i, k] = M[i−1, k−1] + (x_i x_k − x̃_i x̃_k)/x₀` (Trench 1964), `P = MT̂` obeys, for
-//! `i, j ≥ 1`,
-//! `P[i, j] = P[i−1, j−1] + x_i t̂_j − M[i−1, m−1] t̂_{m−j} + x_i β_j − x̃_i β̃_j`,
+//! `i, j ≥ 1`, `P[i, j] = P[i−1, j−1] + x_i t̂_j − M[i−1, m−1] t̂_{m−j} + x_i β_j − x̃_i β̃_j`,
 //! `β_j = Σ_{k≥1} x_k t̂_{|k−j|}/x₀`, `β̃_j = Σ_{k≥1} x̃_k t̂_{|k−j|}/x₀`; its first row is
 //! `x₀t̂_j + x₀β_j` and its first column `M t̂` (four triangular Toeplitz products). Every value
-//! carries its running error bound, so `ε` bounds the exact `‖MT̂ − I‖₁` of the exact `T̂`.
-//! The error bounds grow along a diagonal (`m` steps of `O(u)`); `U` stays within `2·10⁻⁷` of the
-//! compiler's value up to `m = 10⁴` (`cargo bench -p mfc-compiler --bench fft -- verify 2048
-//! 10000`), inside the `2·10⁻⁶` rounding allowance of `mfc_compiler::blob`.
+//! carries its running error bound, so `ε` bounds the exact `‖MT̂ − I‖₁` of the exact `T̂`. The
+//! error bounds grow along a diagonal (`m` steps of `O(u)`); `U` stays within `2·10⁻⁷` of the
+//! compiler's value up to `m = 10⁴`
+//! (`cargo bench -p mfc-compiler --bench fft -- verify 2048 10000`), inside the `2·10⁻⁶` rounding
+//! allowance of `mfc_compiler::blob`.
 //!
 //! **Fixed epoch order** `(k, b)` (participations exactly `b` apart; `k' = min(k, ⌈n/b⌉)`): the
 //! compiler records `max_π (1ᵀX[π, π]1)^{1/2}` over the patterns `π = {s, s + b, …}` when `X ≥ 0`

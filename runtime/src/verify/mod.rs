@@ -6,16 +6,16 @@
 //!
 //! **Soundness rule.** The device computes an upper bound `U` on the true sensitivity of the stored
 //! coefficients, its own rounding included, and accepts the blob only if the recorded sensitivity
-//! is at least `U`. Sums of non-negative terms are rounded up (`N` terms in `f64`: a factor `1 + (N
-//! + 2)·2⁻⁵²`, Higham 2002, §4.2), square roots are correctly rounded and rounded up by `1 + 2⁻⁴⁸`.
-//! Where the encoder is not stored but solved for (the banded form's `Ĉ = B̂⁻¹S`, the BLT's `c =
-//! 1/r`), the solution `ŷ` is computed in plain `f64` and checked **a posteriori**: its residual
-//! `ρ` is computed with running error bounds (Wilkinson's standard model, Higham 2002, §2.2: `fl(a
-//! ∘ b) = (a ∘ b)(1 + δ)`, `|δ| ≤ u = 2⁻⁵³`, each bound doubled to `2u` and multiplied by `1 +
-//! 2⁻⁴⁸` for the rounding of the bound's own arithmetic), `ŷ` taken as exact, so the bounds never
-//! compound along the solve; then `y − ŷ` is the encoder applied to `ρ`, which gives `Y ≤ Ŷ/(1 −
-//! a)` with `a` a multiple of `‖ρ‖₁` (the module [`banded`] and the function `blt` below; the FFT
-//! forms' Toeplitz inverse in [`fft`]). When `a` exceeds `10⁻⁶` the blob is
+//! is at least `U`. Sums of non-negative terms are rounded up (`N` terms in `f64`: a factor
+//! `1 + (N + 2)·2⁻⁵²`, Higham 2002, §4.2), square roots are correctly rounded and rounded up by
+//! `1 + 2⁻⁴⁸`. Where the encoder is not stored but solved for (the banded form's `Ĉ = B̂⁻¹S`, the
+//! BLT's `c = 1/r`), the solution `ŷ` is computed in plain `f64` and checked **a posteriori**: its
+//! residual `ρ` is computed with running error bounds (Wilkinson's standard model, Higham 2002,
+//! §2.2: `fl(a ∘ b) = (a ∘ b)(1 + δ)`, `|δ| ≤ u = 2⁻⁵³`, each bound doubled to `2u` and multiplied
+//! by `1 + 2⁻⁴⁸` for the rounding of the bound's own arithmetic), `ŷ` taken as exact, so the bounds
+//! never compound along the solve; then `y − ŷ` is the encoder applied to `ρ`, which gives
+//! `Y ≤ Ŷ/(1 − a)` with `a` a multiple of `‖ρ‖₁` (the module [`banded`] and the function `blt`
+//! below; the FFT forms' Toeplitz inverse in [`fft`]). When `a` exceeds `10⁻⁶` the blob is
 //! [`Unverifiable::IllConditioned`] rather than refused. The compiler records `max(sens, U)`
 //! (`mfc_compiler::blob`): the arithmetic is IEEE `+ − × ÷` and a correctly rounded square root,
 //! without fused multiply-adds, so host and device compute the same `U` bit for bit, and every blob
