@@ -1,19 +1,22 @@
 //! Build script of the firmware: the memory layout of the board, the blob to embed (optionally
-//! corrupted), and the stream's dimension and workspace size as constants.
+//! corrupted), and the stream's dimension, workspace and checkpoint sizes as constants.
 //!
 //! Environment: `MFC_FIRMWARE_BLOB` (path of the blob, default `telemetry.mfc` beside this file,
 //! or `blt.mfc` with the `size-blt` feature) and `MFC_FIRMWARE_DIM` (the dimension `d`, default
-//! 4). The workspace is sized exactly from the blob's own parameters, so the `.bss` of the
-//! firmware shows the runtime's RAM formula: `(h + r + 2)·d` floats for a banded blob,
-//! `(m + 2)·d` for a BLT blob with `m` buffers, `(b̂ + 2)·d` for a BandMF blob with `b̂` bands
-//! (`bandmf.mfc` with the `size-bandmf` feature), `(m + 3)·d + 2m + 2N·k` for an FFT blob. The
-//! blob's form is also set as the cfg `mfc_form` (`"banded"`, `"blt"`, `"bandmf"` or `"fft"`).
+//! 4). The workspace is sized exactly from the blob's own parameters by the runtime's formula
+//! (`mfc_runtime::Shape::workspace_len`), so the `.bss` of the firmware shows the runtime's RAM
+//! formula: `(h + r + 2)·d` floats for a banded blob, `(m + 2)·d` for a BLT blob with `m`
+//! buffers, `(b̂ + 2)·d` for a BandMF blob with `b̂` bands (`bandmf.mfc` with the `size-bandmf`
+//! feature), `(m + 3)·d + 2m + 2N·k` for an FFT blob; a checkpoint slot is
+//! `Shape::checkpoint_len` bytes. The blob's form is also set as the cfg `mfc_form` (`"banded"`,
+//! `"blt"`, `"bandmf"` or `"fft"`, `Shape::name`).
 
 use std::env;
 use std::fs;
 use std::path::PathBuf;
 
-use mfc_formats::{Decoder, Mechanism};
+use mfc_formats::{Mechanism, Workload};
+use mfc_runtime::Shape;
 
 /// MPS2-AN386 (Cortex-M4F): 4 MiB of code memory at 0, 4 MiB of SRAM at 0x2000_0000.
 const MEMORY: &str = "MEMORY
@@ -62,81 +65,64 @@ fn main() {
         })
         .unwrap_or(4);
     assert!(dim >= 1, "MFC_FIRMWARE_DIM must be at least 1");
-    let config = match mechanism.decoder {
-        Decoder::BandedLowRank(decoder) => {
+    let shape = Shape::of(&mechanism)
+        .unwrap_or_else(|e| panic!("{}: unsupported decoder: {e}", blob_path.display()));
+    let workspace = shape.workspace_len(dim).unwrap_or_else(|| {
+        panic!(
+            "{}: no stream of {dim} coordinates (too many, or an FFT block this build cannot replay)",
+            blob_path.display()
+        )
+    });
+    let checkpoint = shape
+        .checkpoint_len(dim)
+        .unwrap_or_else(|| panic!("{}: no checkpoint size", blob_path.display()));
+    let form = shape.name();
+    println!("cargo::rustc-cfg=mfc_form=\"{form}\"");
+    if (size_blt || size_bandmf) && !matches!(shape, Shape::Blt { .. } | Shape::BandMf { .. }) {
+        panic!(
+            "{}: the size-blt and size-bandmf features need a BLT or a BandMF blob",
+            blob_path.display()
+        );
+    }
+    // What the bench run prints of the form (`log::Form`).
+    let parameters = match shape {
+        Shape::Banded { band, rank } => format!(
+            "/// The blob's `(h, r)`.\npub const BAND_RANK: (u32, u32) = ({band}, {rank});\n"
+        ),
+        Shape::Blt { buffers } => format!(
+            "/// The blob's BLT buffers per coordinate `m`.\npub const BUFFERS: usize = {buffers};\n"
+        ),
+        Shape::BandMf { bands, prefix_sum } => {
             assert!(
-                !size_blt && !size_bandmf,
-                "{}: the size-blt and size-bandmf features need a BLT or a BandMF blob",
-                blob_path.display()
-            );
-            println!("cargo::rustc-cfg=mfc_form=\"banded\"");
-            let (band, rank) = (decoder.band, decoder.rank);
-            let workspace = (band as usize + rank as usize + 2) * dim;
-            format!(
-                "/// The stream's dimension `d`.\npub const DIM: usize = {dim};\n\
-                 /// Floats of workspace: `(h + r + 2)·d` with `(h, r) = ({band}, {rank})`.\n\
-                 pub const WORKSPACE: usize = {workspace};\n\
-                 /// The blob's horizon `n`.\npub const STEPS: u32 = {steps};\n\
-                 /// The blob's `(h, r)`.\npub const BAND_RANK: (u32, u32) = ({band}, {rank});\n"
-            )
-        }
-        Decoder::Blt(decoder) => {
-            println!("cargo::rustc-cfg=mfc_form=\"blt\"");
-            let buffers = decoder.buffers();
-            let workspace = (buffers + 2) * dim;
-            format!(
-                "/// The stream's dimension `d`.\npub const DIM: usize = {dim};\n\
-                 /// Floats of workspace: `(m + 2)·d` with `m = {buffers}`.\n\
-                 pub const WORKSPACE: usize = {workspace};\n\
-                 /// The blob's horizon `n`.\npub const STEPS: u32 = {steps};\n\
-                 /// The blob's BLT buffers per coordinate `m`.\npub const BUFFERS: usize = {buffers};\n"
-            )
-        }
-        Decoder::BandMf(decoder) => {
-            assert!(
-                matches!(mechanism.header.workload, mfc_formats::Workload::PrefixSum),
+                prefix_sum && matches!(mechanism.header.workload, Workload::PrefixSum),
                 "{}: the telemetry firmware releases prefix sums",
                 blob_path.display()
             );
-            println!("cargo::rustc-cfg=mfc_form=\"bandmf\"");
-            let bands = decoder.bands;
-            let toeplitz = matches!(decoder.kind, mfc_formats::BandMfKind::Toeplitz);
-            let workspace = (bands as usize + 2) * dim;
+            let toeplitz = matches!(
+                mechanism.decoder,
+                mfc_formats::Decoder::BandMf(d) if matches!(d.kind, mfc_formats::BandMfKind::Toeplitz)
+            );
             format!(
-                "/// The stream's dimension `d`.\npub const DIM: usize = {dim};\n\
-                 /// Floats of workspace: `(b̂ + 2)·d` with `b̂ = {bands}`.\n\
-                 pub const WORKSPACE: usize = {workspace};\n\
-                 /// The blob's horizon `n`.\npub const STEPS: u32 = {steps};\n\
-                 /// The blob's BandMF bands `b̂`.\npub const BANDS: u32 = {bands};\n\
+                "/// The blob's BandMF bands `b̂`.\npub const BANDS: u32 = {bands};\n\
                  /// Whether the blob's encoder is banded Toeplitz.\npub const TOEPLITZ: bool = {toeplitz};\n"
             )
         }
-        Decoder::Fft(decoder) => {
-            assert!(
-                !size_blt && !size_bandmf,
-                "{}: the size-blt and size-bandmf features need a BLT or a BandMF blob",
-                blob_path.display()
-            );
-            println!("cargo::rustc-cfg=mfc_form=\"fft\"");
-            // `FftStream::workspace_len`: (m + 3)·d + 2m + 2N·k, N the least power of two
-            // ≥ 3m − 1, k = 2 complex buffers (circulant) or 5 (optimal decoder).
-            let m = decoder.block as usize;
-            let size = (3 * m - 1).next_power_of_two().max(2);
-            let buffers = match decoder.kind {
-                mfc_formats::FftKind::Circulant => 2,
-                _ => 5,
-            };
-            let workspace = (m + 3) * dim + 2 * m + 2 * size * buffers;
-            format!(
-                "/// The stream's dimension `d`.\npub const DIM: usize = {dim};\n\
-                 /// Floats of workspace: `(m + 3)·d + 2m + 2N·k` with `m = {m}`, `N = {size}`, \
-                 `k = {buffers}`.\npub const WORKSPACE: usize = {workspace};\n\
-                 /// The blob's horizon `n`.\npub const STEPS: u32 = {steps};\n\
-                 /// The blob's FFT block `m`.\npub const BLOCK: u32 = {m};\n"
-            )
+        Shape::Fft { block, .. } => {
+            format!("/// The blob's FFT block `m`.\npub const BLOCK: u32 = {block};\n")
         }
-        _ => panic!("{}: unsupported decoder", blob_path.display()),
+        _ => panic!(
+            "{}: a form this firmware does not know",
+            blob_path.display()
+        ),
     };
+    let config = format!(
+        "/// The stream's dimension `d`.\npub const DIM: usize = {dim};\n\
+         /// Floats of workspace of the {form} stream (`Shape::workspace_len`).\n\
+         pub const WORKSPACE: usize = {workspace};\n\
+         /// Bytes of a checkpoint slot (`Shape::checkpoint_len`).\n\
+         pub const CHECKPOINT: usize = {checkpoint};\n\
+         /// The blob's horizon `n`.\npub const STEPS: u32 = {steps};\n{parameters}"
+    );
 
     if env::var_os("CARGO_FEATURE_CORRUPT_BLOB").is_some() {
         // One flipped bit in the middle of the coefficient tables: only the checksum notices.

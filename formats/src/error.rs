@@ -11,7 +11,8 @@ use core::fmt;
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum Error {
-    /// The bytes end before the blob does (fewer bytes than the fixed prefix or the declared length).
+    /// The bytes end before the blob does (fewer bytes than the fixed prefix or the declared
+    /// length).
     Truncated,
     /// The first eight bytes are not [`MAGIC`](crate::MAGIC): this is not an `.mfc` blob.
     BadMagic,

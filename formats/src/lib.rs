@@ -18,6 +18,17 @@
 //! describes every byte and the compatibility policy; `tests/golden.rs` pins them.
 #![no_std]
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// The promise "no panic on any input" as lints: no unwrap, expect, panic or indexing in the
+// library's code (tests may use them).
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
+)]
 
 #[cfg(feature = "alloc")]
 extern crate alloc;
@@ -68,8 +79,8 @@ fn u16_at(bytes: &[u8], at: usize) -> Option<u16> {
 }
 
 fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
-    let b = bytes.get(at..at + 4)?;
-    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    let b = bytes.get(at..at.checked_add(4)?)?;
+    Some(u32::from_le_bytes(b.try_into().ok()?))
 }
 
 /// Checks the framing of a blob (magic, version, flags, length, checksum) and returns the payload.
@@ -96,11 +107,12 @@ pub fn payload(bytes: &[u8]) -> Result<&[u8], Error> {
         return Err(Error::TrailingBytes);
     }
     let stored = u32_at(bytes, end).ok_or(Error::Truncated)?;
-    let computed = checksum(&bytes[..end]);
+    let framed = bytes.get(..end).ok_or(Error::Truncated)?;
+    let computed = checksum(framed);
     if stored != computed {
         return Err(Error::ChecksumMismatch { stored, computed });
     }
-    Ok(&bytes[PREFIX_LEN..end])
+    framed.get(PREFIX_LEN..).ok_or(Error::Truncated)
 }
 
 impl<'a> Mechanism<'a> {
@@ -138,16 +150,24 @@ impl<'a> Mechanism<'a> {
         }
         let declared = u32::try_from(written).map_err(|_| Error::BufferTooSmall)?;
         let end = PREFIX_LEN + written;
-        if buf.len() < end + CHECKSUM_LEN {
-            return Err(Error::BufferTooSmall);
+        let blob = buf
+            .get_mut(..end + CHECKSUM_LEN)
+            .ok_or(Error::BufferTooSmall)?;
+        let (framed, crc) = blob
+            .split_at_mut_checked(end)
+            .ok_or(Error::BufferTooSmall)?;
+        // The prefix: magic, version, flags (none), payload length.
+        let (version, flags, length) = (
+            FORMAT_VERSION.to_le_bytes(),
+            0u16.to_le_bytes(),
+            declared.to_le_bytes(),
+        );
+        let prefix = MAGIC.iter().chain(&version).chain(&flags).chain(&length);
+        for (byte, &field) in framed.iter_mut().zip(prefix) {
+            *byte = field;
         }
-        buf[..8].copy_from_slice(&MAGIC);
-        buf[8..10].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
-        buf[10..12].copy_from_slice(&0u16.to_le_bytes());
-        buf[12..16].copy_from_slice(&declared.to_le_bytes());
-        let crc = checksum(&buf[..end]);
-        buf[end..end + CHECKSUM_LEN].copy_from_slice(&crc.to_le_bytes());
-        Ok(&mut buf[..end + CHECKSUM_LEN])
+        crc.copy_from_slice(&checksum(framed).to_le_bytes());
+        Ok(blob)
     }
 
     /// Encodes the blob into a new vector.

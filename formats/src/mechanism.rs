@@ -76,7 +76,7 @@ pub enum Workload<'a> {
 pub enum Participation {
     /// Each record contributes to at most one step (single pass).
     Single,
-    /// Fixed epoch order (Choquette-Choo et al. 2023, Sec. 2, "(k, b)-participation"): at most
+    /// Fixed epoch order (001 §2, "(k, b)-participation"): at most
     /// `k` steps, any two adjacent ones **exactly** `b` steps apart (`{s, s+b, …}`).
     FixedEpochOrder {
         /// `k`, the maximum number of participations.
@@ -163,13 +163,13 @@ pub enum SensitivityMethod {
     /// Exact: the maximum column norm of `Ĉ` (single participation).
     MaxColumnNorm,
     /// Exact for `ĈᵀĈ ≥ 0` elementwise: the maximum over participation patterns of
-    /// `sqrt(1ᵀ X[π,π] 1)` (Choquette-Choo et al. 2023, Eq. 3).
+    /// `sqrt(1ᵀ X[π,π] 1)` (001 Eq. 3).
     NonnegativeGram,
     /// An upper bound: `λ·sqrt(k)` with `λ` the largest spectral norm of `Ĉ[:, π]`
-    /// (Choquette-Choo et al. 2023, Thm 2.1).
+    /// (001 Thm 2.1).
     SpectralBound,
     /// An upper bound, exact when every `X[π,π] ≥ 0`: the maximum over participation patterns of
-    /// `sqrt(Σ_{i,j∈π} |X_ij|)` with `X = ĈᵀĈ` (Eq. 3 of Choquette-Choo et al. 2023 with the
+    /// `sqrt(Σ_{i,j∈π} |X_ij|)` with `X = ĈᵀĈ` (001 Eq. 3 with the
     /// triangle inequality; valid for contributions of any dimension).
     AbsoluteGramBound,
     /// An upper bound for the optimal FFT decoder ([`Fft`] with [`FftKind::OptimalDecoder`]):
@@ -179,7 +179,7 @@ pub enum SensitivityMethod {
     /// Exact: every two steps a participation pattern can hold have orthogonal encoder columns
     /// (`X_ij = 0`, e.g. a banded encoder with at most `b` bands under `b`-min-separation), so
     /// `sens² = max_π Σ_{i∈π} X_ii`, found by dynamic programming over the patterns
-    /// (Choquette-Choo et al. 2023b, "(Amplified) Banded Matrix Factorizations", Alg. 3).
+    /// (Choquette-Choo et al. 2023b, Alg. 3).
     OrthogonalColumns,
     /// Exact: a lower-triangular Toeplitz encoder whose first column is non-negative and
     /// non-increasing, for which the earliest, tightest pattern `{0, b, 2b, …}` is the worst:
@@ -264,10 +264,10 @@ pub struct ErrorSummary {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum Decoder<'a> {
-    /// Banded plus low rank: `B̂ = (L Rᵀ) ⊙ U⁽ʰ⁾ + D⁽ʰ⁾` (Denisov et al. 2022, App. H).
+    /// Banded plus low rank: `B̂ = (L Rᵀ) ⊙ U⁽ʰ⁾ + D⁽ʰ⁾` (003 App. H).
     #[serde(borrow)]
     BandedLowRank(BandedLowRank<'a>),
-    /// An FFT mechanism (Choquette-Choo et al. 2023, §4 and App. K), stamped `s` times.
+    /// An FFT mechanism (001 §4 and App. K), stamped `s` times.
     #[serde(borrow)]
     Fft(Fft<'a>),
     /// Buffered linear Toeplitz (Dvijotham et al. 2024): `C⁻¹` is Toeplitz with `r_0 = 1`,
@@ -394,7 +394,7 @@ impl Blt<'_> {
 /// The most buffers a [`Blt`] form may have.
 pub const MAX_BLT_BUFFERS: u32 = 64;
 
-/// Which decoder an [`Fft`] form replays (Choquette-Choo et al. 2023, App. K).
+/// Which decoder an [`Fft`] form replays (001 App. K).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
@@ -527,8 +527,11 @@ const F32_EXPONENT: u32 = 0x7f80_0000;
 
 fn check_band_rows(table: F32Table<'_>, h: usize, encoder: bool) -> Result<(), Error> {
     for (i, row) in table.as_bytes().chunks_exact(4 * h).enumerate() {
+        // Word `k < h` of the row (the row has `4h` bytes).
         let word = |k: usize| {
-            u32::from_le_bytes([row[4 * k], row[4 * k + 1], row[4 * k + 2], row[4 * k + 3]])
+            row.get(4 * k..4 * k + 4)
+                .and_then(|w| w.try_into().ok())
+                .map_or(0, u32::from_le_bytes)
         };
         let step = i as u32;
         // ±0.0 are the words whose only possible bit is the sign; an encoder's diagonal must

@@ -42,7 +42,8 @@ pub fn split_signed(bytes: &[u8]) -> Option<Signed<'_>> {
 /// The trailer for `signature`: append it to the blob that was signed.
 pub fn trailer(signature: &[u8; SIGNATURE_LEN]) -> [u8; TRAILER_LEN] {
     let mut out = [0u8; TRAILER_LEN];
-    out[..SIGNATURE_MAGIC.len()].copy_from_slice(&SIGNATURE_MAGIC);
-    out[SIGNATURE_MAGIC.len()..].copy_from_slice(signature);
+    let (magic, rest) = out.split_at_mut(SIGNATURE_MAGIC.len());
+    magic.copy_from_slice(&SIGNATURE_MAGIC);
+    rest.copy_from_slice(signature);
     out
 }

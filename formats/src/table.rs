@@ -48,9 +48,7 @@ impl<'a> F32Table<'a> {
     pub fn get(&self, index: usize) -> Option<f32> {
         let start = index.checked_mul(4)?;
         let word = self.bytes.get(start..start.checked_add(4)?)?;
-        let mut le = [0u8; 4];
-        le.copy_from_slice(word);
-        Some(f32::from_le_bytes(le))
+        Some(f32::from_le_bytes(word.try_into().ok()?))
     }
 
     /// The `count` coefficients starting at `start` as a table, or `None` if they do not all exist.
@@ -66,9 +64,10 @@ impl<'a> F32Table<'a> {
     /// Iterates over the coefficients in order.
     #[inline]
     pub fn iter(&self) -> impl ExactSizeIterator<Item = f32> + 'a {
+        // Every chunk has four bytes: the conversion cannot fail (and compiles to a load).
         self.bytes
             .chunks_exact(4)
-            .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+            .map(|w| <[u8; 4]>::try_from(w).map_or(0.0, f32::from_le_bytes))
     }
 }
 

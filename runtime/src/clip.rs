@@ -16,8 +16,8 @@
 //!    the lanes added as a tree, the blocks combined by a binary counter. Every term passes
 //!    through at most 108 roundings (1 square, ≤ 15 lane additions, 4 tree levels, ≤ 44
 //!    carries, ≤ 44 final additions). With the round bound `D = 128`, `Ŝ ≥ S(1 − γ_D)` where
-//!    `γ_D = Du/(1 − Du) ≈ 7.7·10⁻⁶`, `u = 2⁻²⁴` (Higham, *Accuracy and Stability of Numerical
-//!    Algorithms*, 2002, Lemma 3.1 and §4.2: terms are non-negative).
+//!    `γ_D = Du/(1 − Du) ≈ 7.7·10⁻⁶`, `u = 2⁻²⁴` (Higham 2002, Lemma 3.1 and §4.2: terms are
+//!    non-negative).
 //! 3. `f = fl(fl(ζs / fl(√Ŝ))·(1 − 2⁻¹⁶))`, a normal number (`ζs ∈ [2⁻⁹⁶, 2³⁴)`,
 //!    `√Ŝ ∈ [1, 2²⁸]`). With `‖x‖ = √S/s` and the correctly rounded square root, division,
 //!    margin multiply and final products `fl(f·xᵢ)`:
@@ -25,7 +25,8 @@
 //!    `‖fl(f·x)‖ ≤ ζ·(1 + u)⁴·(1 − 2⁻¹⁶)/√(1 − γ_D) ≤ ζ·(1 − 1.1·10⁻⁵)`,
 //!
 //!    (the streams round the blob's `f64` clip norm down to `f32`, so this `ζ` is at most the
-//!    blob's). If `f ≥ 1` the row is within the norm by the same bound and is left untouched (`f = 1`).
+//!    blob's). If `f ≥ 1` the row is within the norm by the same bound and is left untouched
+//!    (`f = 1`).
 //!
 //! So the clipped row's norm is at most `ζ`, and at least `ζ(1 − 2⁻¹⁵)` when it was clipped;
 //! rows with `‖x‖ ≤ ζ(1 − 2⁻¹⁵)` are never changed. `tests/clip.rs` checks both against an
@@ -57,11 +58,11 @@ pub(crate) fn clip_range_holds(largest: f32, clip_norm: f32) -> bool {
     largest <= clip_norm * MAX_RATIO
 }
 
-/// The factor `f ∈ [0, 1]` that scales `row` to L2 norm at most `clip_norm` (`ζ`): `‖fl(f·x)‖ ≤
-/// ζ` with `f` within `2⁻¹⁵` of `min(1, ζ/‖x‖)` (module docs have the proof). Rows within
-/// `ζ(1 − 2⁻¹⁵)` get exactly 1; rows more than `2⁹⁶ζ` long, rows with an entry that is not
-/// finite, and a `ζ` outside [`clip_norm_supported`] (including NaN) get 0. The same row gives
-/// the same factor on every target.
+/// The factor `f ∈ [0, 1]` that scales `row` to L2 norm at most `clip_norm` (`ζ`): `‖fl(f·x)‖ ≤ ζ`
+/// with `f` within `2⁻¹⁵` of `min(1, ζ/‖x‖)` (module docs have the proof). Rows within
+/// `ζ(1 − 2⁻¹⁵)` get exactly 1; rows more than `2⁹⁶ζ` long, rows with an entry that is not finite,
+/// and a `ζ` outside [`clip_norm_supported`] (including NaN) get 0. The same row gives the same
+/// factor on every target.
 pub fn clip_factor(row: &[f32], clip_norm: f32) -> f32 {
     match largest_magnitude(row) {
         Ok(largest) => clip_factor_with_largest(row, clip_norm, largest),

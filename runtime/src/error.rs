@@ -66,7 +66,8 @@ pub enum Error {
         /// The horizon `n`.
         steps: u32,
     },
-    /// The caller's workspace is shorter than [`Stream::workspace_len`](crate::Stream::workspace_len).
+    /// The caller's workspace is shorter than
+    /// [`Stream::workspace_len`](crate::Stream::workspace_len).
     WorkspaceTooSmall {
         /// Floats needed.
         needed: usize,

@@ -71,19 +71,45 @@
 //! A device resumes a stream after a reboot with [`checkpoint`]: see its rules on keys, stale
 //! checkpoints and the release counter. [`Replay`] opens a blob of any decoder form and
 //! dispatches to the form's stream ([`replay`] documents the guarantees every form shares); the
-//! C library and `mfc simulate` use it.
+//! C library, `mfc simulate` and the Python package use it. [`Shape`] sizes a form's workspace
+//! and checkpoint as `const fn`s, so a device can size its static buffers at compile time.
+//!
+//! # Layout
+//!
+//! - [`forms`]: one module per decoder form, each a stream with its algorithm, state and memory
+//!   formula, and beside them the checks of a step and what a stream derives from its blob;
+//! - [`replay`]: the one entry point over the forms ([`Replay`], [`Shape`]);
+//! - [`checkpoint`]: the release counter, epoch keys, the blob's fingerprint, the wire format, the
+//!   protocol and each form's state;
+//! - [`verify`] and [`policy`]: the device's check of a blob's recorded sensitivity, and what it
+//!   accepts;
+//! - [`noise`], [`clip`], [`privacy`], `sum.rs`: the sampler, clipping with its proof, the
+//!   `(ε, δ)` of a noise multiplier, compensated sums.
+//!
+//! The forms are dispatched in two places only, `replay.rs` and `verify/`; a fifth form is a
+//! module in `forms/`, a variant of [`Replay`] and [`Shape`], its checkpoint state
+//! (`checkpoint/forms.rs`) and its verification.
 #![no_std]
 #![forbid(unsafe_code)]
+// The promise "no panic on any input" as lints: no unwrap, expect, panic or indexing in the
+// library's code (tests may use them).
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
+)]
 
 #[cfg(feature = "std")]
 extern crate std;
 
-pub mod bandmf;
-pub mod blt;
 pub mod checkpoint;
 pub mod clip;
 mod error;
-pub mod fft;
+pub mod forms;
 pub mod noise;
 #[cfg(feature = "parallel")]
 pub mod parallel;
@@ -94,21 +120,17 @@ pub mod privacy;
 pub mod replay;
 #[cfg(feature = "signature")]
 pub mod signature;
-pub mod stream;
 mod sum;
 pub mod verify;
 mod ziggurat;
 
-pub use bandmf::BandMfStream;
-pub use blt::BltStream;
 pub use checkpoint::{BlobFingerprint, ReleaseCounter, Resumable, epoch_noise};
 pub use clip::{clip_factor, clip_to_norm};
 pub use error::Error;
-pub use fft::FftStream;
+pub use forms::{BandMfStream, BltStream, FftStream, Stream, Workspace};
 pub use mfc_formats as formats;
 pub use mfc_formats::{Mechanism, Validated};
 #[cfg(feature = "insecure-simulation")]
 pub use noise::InsecureSimulationNoise;
 pub use noise::{ChaChaNoise, NoiseSource};
-pub use replay::Replay;
-pub use stream::{Stream, Workspace};
+pub use replay::{Replay, Shape};

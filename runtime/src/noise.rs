@@ -40,7 +40,7 @@
 //!   system (`getrandom`): the way to seed a stream on a host. Devices pass a seed from their
 //!   hardware RNG to [`ChaChaNoise::from_seed`].
 //! - With the `insecure-simulation` feature, `InsecureSimulationNoise` (Xoshiro256++, one
-//!   generator per step and block) follows the same contract several times faster. It is
+//!   generator per step and block) follows the same contract, faster (`BENCHMARKS.md`). It is
 //!   **predictable** — its outputs reveal its state — so it is for simulations and benchmarks
 //!   only, never for a release that must be private. The default build does not contain it.
 //!
@@ -70,7 +70,7 @@
 use chacha20::ChaCha20Rng;
 use rand_core::{Rng, SeedableRng};
 
-use crate::Error;
+use crate::error::Error;
 use crate::ziggurat::{NORMAL, Ziggurat};
 
 /// Coordinates per independently addressable block of a noise row.
@@ -193,10 +193,10 @@ const SIGN: u32 = 0x80;
 #[inline(always)]
 fn sample<R: Rng + ?Sized>(table: &Ziggurat, rng: &mut R) -> f32 {
     let word = rng.next_u32();
-    let layer = (word & LAYER) as usize;
+    let (k, w) = table.layer(word & LAYER);
     let j = (word >> 8) | 1;
-    if j < table.k[layer] {
-        return with_sign(j as f32 * table.w[layer], word);
+    if j < k {
+        return with_sign(j as f32 * w, word);
     }
     slow_path(table, rng, word)
 }
@@ -221,17 +221,18 @@ fn uniform(k: u32) -> f32 {
 #[inline(never)]
 fn slow_path<R: Rng + ?Sized>(table: &Ziggurat, rng: &mut R, mut word: u32) -> f32 {
     loop {
-        let layer = (word & LAYER) as usize;
+        let layer = word & LAYER;
+        let (k, w) = table.layer(layer);
         let j = (word >> 8) | 1;
-        let x = j as f32 * table.w[layer];
-        if j < table.k[layer] {
+        let x = j as f32 * w;
+        if j < k {
             return with_sign(x, word);
         }
         if layer == 0 {
             return with_sign(tail(table, rng), word);
         }
         let u = uniform(rng.next_u32());
-        let (below, above) = (table.f[layer], table.f[layer - 1]);
+        let (below, above) = table.heights(layer);
         if below + u * (above - below) < libm::expf(-0.5 * x * x) {
             return with_sign(x, word);
         }
@@ -260,11 +261,11 @@ mod simulation {
     use rand_xoshiro::Xoshiro256PlusPlus;
 
     use super::{Blocks, NoiseSource};
-    use crate::Error;
+    use crate::error::Error;
 
     /// **Not secure.** Xoshiro256++ noise for simulations and benchmarks: the same contract as
     /// [`ChaChaNoise`](super::ChaChaNoise) (a pure function of seed, step and coordinate, blocks
-    /// of [`BLOCK`](super::BLOCK) coordinates reachable directly), several times faster, and
+    /// of [`BLOCK`](super::BLOCK) coordinates reachable directly), faster (`BENCHMARKS.md`), and
     /// predictable: a few outputs reveal the generator's state and with it every other noise
     /// value, so a release noised by it is **not** differentially private. Only built with the
     /// `insecure-simulation` feature.

@@ -14,11 +14,13 @@
 use core::ops::Range;
 use std::vec::Vec;
 
+use mfc_formats::Validated;
 use rayon::prelude::*;
 
 use crate::clip::clip_factor_with_largest;
+use crate::error::Error;
+use crate::forms::Stream;
 use crate::noise::{BLOCK, NoiseSource};
-use crate::{Error, Stream, Validated};
 
 /// `shards` contiguous ranges covering `0 .. dim`, of nearly equal lengths that are multiples of
 /// [`BLOCK`] (except the last), so that no shard starts inside a noise block. Fewer ranges are

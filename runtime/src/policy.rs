@@ -2,8 +2,8 @@
 //! together with the verification of the blob's sensitivity ([`crate::verify`]).
 //!
 //! A blob's privacy is that of a Gaussian mechanism with noise multiplier `σ` for the unit of
-//! privacy its header states (its participation schema and neighbouring relation; Denisov et al.
-//! 2022, Thm 2.1), **provided its recorded sensitivity is true**, which [`crate::verify`]
+//! privacy its header states (its participation schema and neighbouring relation; 003
+//! Thm 2.1), **provided its recorded sensitivity is true**, which [`crate::verify`]
 //! checks. The floor is on `σ` directly ([`Floor::NoiseMultiplier`]) or on the `ε` that `σ`
 //! gives at the device's own `δ` ([`Floor::Epsilon`], the analytic Gaussian relation of
 //! [`crate::privacy`], `ε` rounded up). [`admit`] runs both, in that order of cost: the floor
@@ -13,7 +13,7 @@
 
 use mfc_formats::Validated;
 
-use crate::Error;
+use crate::error::Error;
 use crate::privacy::epsilon_for_noise_multiplier;
 use crate::verify::{self, Verdict};
 

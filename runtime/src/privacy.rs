@@ -2,9 +2,8 @@
 //!
 //! A matrix mechanism whose encoder has sensitivity 1 (after normalization) and whose noise is
 //! `N(0, σ²)` is, for adaptive streams, exactly as private as one Gaussian mechanism with
-//! sensitivity 1 and noise multiplier `σ` (Denisov et al. 2022, Thm 2.1; Choquette-Choo et al.
-//! 2023, Thm 2.2). Its tight `(ε, δ)` curve is the analytic Gaussian relation (Balle & Wang 2018,
-//! Thm 8):
+//! sensitivity 1 and noise multiplier `σ` (003 Thm 2.1; 001 Thm 2.2). Its tight `(ε, δ)` curve is
+//! the analytic Gaussian relation (Balle & Wang 2018, Thm 8):
 //!
 //! `δ(ε) = Φ(1/(2σ) − εσ) − e^ε Φ(−1/(2σ) − εσ)`,
 //!

@@ -10,7 +10,7 @@ use ed25519_dalek::{Signature, VerifyingKey};
 use mfc_formats::signature::split_signed;
 use mfc_formats::{Mechanism, Validated};
 
-use crate::Error;
+use crate::error::Error;
 
 /// Checks the signature of a signed blob against `public_key` and parses the blob it covers:
 /// [`Error::NotSigned`] without a signature trailer, [`Error::BadSignature`] when the signature

@@ -69,6 +69,34 @@ pub(crate) struct Ziggurat {
     pub(crate) r_inv: f32,
 }
 
+impl Ziggurat {
+    /// `(k_i, w_i)` of layer `i & 127`, the low seven bits of a word.
+    #[inline(always)]
+    pub(crate) fn layer(&self, i: u32) -> (u32, f32) {
+        let i = (i & 0x7f) as usize;
+        match (self.k.get(i), self.w.get(i)) {
+            (Some(&k), Some(&w)) => (k, w),
+            // Not reached: the tables have 128 layers. `k = 0` accepts nothing.
+            _ => (0, 0.0),
+        }
+    }
+
+    /// `(f_i, f_{i−1})`, the heights of the wedge of layer `i & 127` (`≥ 1`: layer 0 has a tail
+    /// instead).
+    #[inline(always)]
+    pub(crate) fn heights(&self, i: u32) -> (f32, f32) {
+        let i = (i & 0x7f) as usize;
+        match (
+            self.f.get(i),
+            i.checked_sub(1).and_then(|above| self.f.get(above)),
+        ) {
+            (Some(&below), Some(&above)) => (below, above),
+            // Not reached for a layer ≥ 1; a test against 1 rejects every point.
+            _ => (1.0, 1.0),
+        }
+    }
+}
+
 /// The standard normal ziggurat for `r = 3.442619855899`, `v = 9.91256303526217·10⁻³`.
 #[rustfmt::skip]
 pub(crate) static NORMAL: Ziggurat = Ziggurat {

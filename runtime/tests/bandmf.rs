@@ -10,7 +10,7 @@ mod common;
 
 use common::{EncoderTable, Gen, bandmf, encoder_table};
 use mfc_formats::{BandMfKind, Mechanism, Validated, Workload};
-use mfc_runtime::stream::CHUNK;
+use mfc_runtime::forms::CHUNK;
 use mfc_runtime::{
     BandMfStream, BlobFingerprint, ChaChaNoise, Error, ReleaseCounter, Stream, clip_factor,
     epoch_noise,

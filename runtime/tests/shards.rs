@@ -10,7 +10,7 @@ mod common;
 
 use common::{Gen, mechanism, tables};
 use mfc_formats::{F32Table, Validated, Workload};
-use mfc_runtime::stream::CHUNK;
+use mfc_runtime::forms::CHUNK;
 use mfc_runtime::{ChaChaNoise, Error, NoiseSource, Stream, clip_factor};
 
 const SEED: [u8; 32] = *b"shards equal the unsharded row!!";

@@ -20,7 +20,7 @@ use mfc_formats::{
 };
 use mfc_runtime::checkpoint::{BlobFingerprint, ReleaseCounter, epoch_noise};
 use mfc_runtime::noise::NoiseSource;
-use mfc_runtime::{ChaChaNoise, Error, Replay};
+use mfc_runtime::{ChaChaNoise, Error, Replay, Shape};
 
 const ROOT: [u8; 32] = *b"replay test root secret, 32 byte";
 const DIM: usize = 3;
@@ -294,12 +294,17 @@ fn every_form_through_replay_equals_its_dense_reference() {
         let zeta = m.header.clip_norm;
         let noise = reference_noise(&bytes, fft.as_ref(), seed, DIM);
         let mut ws = workspace(&bytes);
-        let expected_len = match m.decoder {
-            Decoder::BandedLowRank(d) => (d.band + d.rank + 2) as usize * DIM,
-            Decoder::Blt(d) => (d.buffers() + 2) * DIM,
-            Decoder::BandMf(d) => (d.bands() + 2) * DIM,
-            _ => ws.len(),
+        // The forms' formulas worked out by hand for these blobs (d = 3): (h + r + 2)·d with
+        // (h, r) = (3, 2); (m + 2)·d with m = 3; (m + 3)·d + 2m + 2N·k with m = 8, N = 32,
+        // k = 2 or 5; (b̂ + 2)·d with b̂ = 4.
+        let expected_len = match form {
+            Form::Banded => 21,
+            Form::Blt => 15,
+            Form::Fft(FftKind::Circulant) => 33 + 16 + 128,
+            Form::Fft(_) => 33 + 16 + 320,
+            Form::BandMf => 18,
         };
+        assert_eq!(Shape::of(&m).unwrap().workspace_len(DIM), Some(ws.len()));
         assert_eq!(ws.len(), expected_len, "{form:?}");
         let mut replay =
             Replay::open(m, DIM, &mut ws, ChaChaNoise::from_seed(seed).unwrap()).unwrap();
@@ -570,5 +575,126 @@ fn the_key_check_reads_the_noise_a_checkpoint_carries() {
                 "{steps} steps, float {index} from the end"
             );
         }
+    }
+}
+
+/// Each form's memory is its `Shape`'s: the workspace `Replay::workspace_len` asks for (one float
+/// less is refused), the shape of the opened stream, and the checkpoint bytes it reserves, which a
+/// checkpoint never exceeds — for every form and several dimensions.
+#[test]
+fn every_form_takes_the_memory_its_shape_gives() {
+    for form in FORMS {
+        let (bytes, _) = build(form);
+        let (m, fp) = BlobFingerprint::load(&bytes).unwrap();
+        let shape = Shape::of(&m).unwrap();
+        assert_eq!(
+            shape.name(),
+            match form {
+                Form::Banded => "banded",
+                Form::Blt => "blt",
+                Form::Fft(_) => "fft",
+                Form::BandMf => "bandmf",
+            }
+        );
+        for d in [1, 2, 7, 8, 9, 40] {
+            let len = Replay::workspace_len(&m, d).unwrap();
+            assert_eq!(shape.workspace_len(d), Some(len), "{form:?} d = {d}");
+            let mut short = vec![0.0f32; len - 1];
+            let noise = ChaChaNoise::from_seed([7; 32]).unwrap();
+            assert!(matches!(
+                Replay::open(m, d, &mut short, noise),
+                Err(Error::WorkspaceTooSmall { needed, found }) if needed == len && found == len - 1
+            ));
+            let mut ws = vec![f32::NAN; len];
+            let counter = ReleaseCounter::new(1, 0);
+            let mut replay =
+                Replay::open(m, d, &mut ws, epoch_noise(&ROOT, &counter).unwrap()).unwrap();
+            assert_eq!(replay.shape(), shape);
+            assert_eq!(replay.dim(), d);
+            assert!(replay.takes_inputs());
+            let capacity = replay.checkpoint_capacity();
+            assert_eq!(shape.checkpoint_len(d), Some(capacity), "{form:?} d = {d}");
+            let x: Vec<f32> = (0..d).map(|c| c as f32 - 1.5).collect();
+            let mut out = vec![0.0f32; d];
+            for _ in 0..9 {
+                replay.step(&x, &mut out).unwrap();
+            }
+            let mut slot = vec![0u8; capacity];
+            let written = replay.checkpoint(&fp, &counter, &mut slot).unwrap();
+            // The head's varints take at most 50 bytes; here they take fewer.
+            assert!(written <= capacity && written + 50 > capacity, "{form:?}");
+        }
+    }
+}
+
+/// A shard of a banded or BandMF blob, opened through `Replay` with the whole row's clip factor,
+/// releases the unsharded stream's coordinates bit for bit; the BLT and FFT forms have no shards
+/// and open only as the whole row.
+#[test]
+fn replay_shards_release_the_unsharded_coordinates() {
+    const ROW: usize = 5;
+    for form in FORMS {
+        let (bytes, _) = build(form);
+        let m = Mechanism::from_bytes(&bytes).unwrap();
+        let shape = Shape::of(&m).unwrap();
+        let noise = || ChaChaNoise::from_seed([9; 32]).unwrap();
+        let row = |t: usize| -> Vec<f32> {
+            (0..ROW)
+                .map(|c| (((t * 7 + c * 3) % 11) as f32 - 5.0) / 2.0)
+                .collect()
+        };
+        let mut ws = vec![0.0f32; Replay::workspace_len(&m, ROW).unwrap()];
+        let mut whole = Replay::open(m, ROW, &mut ws, noise()).unwrap();
+        let n = whole.horizon() as usize;
+        let reference: Vec<Vec<f32>> = (0..n)
+            .map(|t| {
+                let mut out = vec![0.0f32; ROW];
+                whole.step(&row(t), &mut out).unwrap();
+                out
+            })
+            .collect();
+        for range in [0..2, 2..5, 1..4, 0..5] {
+            let mut ws = vec![0.0f32; Replay::workspace_len(&m, range.len()).unwrap()];
+            let shard = Replay::shard(m, ROW, range.clone(), &mut ws, noise());
+            if !shape.shardable() && range != (0..ROW) {
+                assert!(
+                    matches!(shard, Err(Error::UnsupportedDecoder)),
+                    "{form:?} {range:?}"
+                );
+                continue;
+            }
+            let mut shard = shard.unwrap();
+            assert_eq!(shard.offset(), range.start as u64);
+            for (t, expected) in reference.iter().enumerate() {
+                let x = row(t);
+                let clip = mfc_runtime::clip_factor(&x, shard.clip_norm());
+                let mut out = vec![0.0f32; range.len()];
+                let part = &x[range.clone()];
+                if range == (0..ROW) {
+                    shard.step(part, &mut out).unwrap();
+                } else {
+                    assert_eq!(
+                        shard.step(part, &mut out),
+                        Err(Error::ClipFactorRequired),
+                        "{form:?}"
+                    );
+                    shard.step_clipped(part, clip, &mut out).unwrap();
+                }
+                let same = out
+                    .iter()
+                    .zip(&expected[range.clone()])
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{form:?} {range:?} step {t}");
+            }
+        }
+        let mut ws = vec![0.0f32; Replay::workspace_len(&m, ROW).unwrap()];
+        assert!(matches!(
+            Replay::shard(m, ROW, 3..3, &mut ws, noise()),
+            Err(Error::InvalidShard {
+                start: 3,
+                end: 3,
+                row: ROW
+            })
+        ));
     }
 }

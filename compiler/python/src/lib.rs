@@ -16,7 +16,6 @@ mod intake;
 mod mechanism;
 mod owned;
 mod privacy;
-mod replay;
 mod stream;
 
 use pyo3::prelude::*;

@@ -18,7 +18,7 @@ use pyo3::types::{PyBytes, PyTuple};
 
 use crate::error::{Error, Result};
 use crate::intake;
-use crate::replay::form_name;
+use crate::owned::form_name;
 
 /// A compiled mechanism: the `.mfc` blob (what a device replays), its report, and — when it was
 /// compiled here — the workload it was compiled for.

@@ -1,4 +1,5 @@
-//! [`OwnedReplay`]: a [`Replay`] that owns its blob and workspace, as a Python object must.
+//! [`OwnedReplay`]: the runtime's [`Replay`] (any form, whole or a shard) owning its blob and
+//! workspace, as a Python object must.
 //!
 //! The runtime's streams borrow both (`'m`, `'w`) so that a device can replay a blob from flash
 //! with a static workspace and no allocator. Here both live on the heap, leaked into raw
@@ -9,12 +10,16 @@ use core::mem::ManuallyDrop;
 use core::ops::Range;
 use core::ptr::NonNull;
 
-use mfc_formats::Mechanism;
-use mfc_runtime::{BlobFingerprint, ChaChaNoise};
+use mfc_formats::{Mechanism, Validated};
+use mfc_runtime::{BlobFingerprint, ChaChaNoise, Replay, Shape};
 
 use crate::error::{Error, Result};
 use crate::intake;
-use crate::replay::{Replay, form_name, workspace_len};
+
+/// Which form `mechanism` has, as `mfc compile --form` names it ([`Shape::name`]).
+pub(crate) fn form_name(mechanism: &Validated<'_>) -> &'static str {
+    Shape::of(mechanism).map_or("unknown", Shape::name)
+}
 
 /// The heap buffers a stream borrows, freed when this is dropped.
 struct Buffers {
@@ -37,7 +42,7 @@ impl Drop for Buffers {
 
 /// A stream of any form with its own copy of the blob and its own workspace.
 pub struct OwnedReplay {
-    replay: ManuallyDrop<Replay<'static>>,
+    replay: ManuallyDrop<Replay<'static, ChaChaNoise>>,
     fingerprint: Option<BlobFingerprint<'static>>,
     #[allow(dead_code)] // held for its `Drop`: it frees what the stream borrows
     buffers: Buffers,
@@ -53,7 +58,7 @@ unsafe impl Sync for OwnedReplay {}
 
 impl OwnedReplay {
     /// Copies `blob`, parses it, allocates the workspace and opens the stream
-    /// ([`Replay::open`]). The workspace's size is checked before it is allocated, fallibly
+    /// ([`Replay::shard_with_noise_multiplier`], the whole row unless `shard`). The workspace's size is checked before it is allocated, fallibly
     /// ([`intake::zeroed`], against `memory` bytes): `MemoryError`, not an abort.
     pub fn open(
         blob: &[u8],
@@ -65,7 +70,7 @@ impl OwnedReplay {
     ) -> Result<Self> {
         let dim = shard.as_ref().map_or(row_dim, Range::len);
         let mechanism = Mechanism::from_bytes(blob)?;
-        let needed = workspace_len(&mechanism, dim).map_err(|e| match e {
+        let needed = Replay::workspace_len(&mechanism, dim).map_err(|e| match e {
             mfc_runtime::Error::InvalidDimension => Error::Value(format!(
                 "dim: {dim} coordinates are more than a stream of this {} blob can address \
                  (its noise covers at most 2^51 coordinates per step)",
@@ -89,13 +94,13 @@ impl OwnedReplay {
         let workspace: &'static mut [f32] = unsafe { &mut *buffers.workspace.as_ptr() };
         let mechanism = Mechanism::from_bytes(blob)?;
         let fingerprint = BlobFingerprint::load(blob).ok().map(|(_, f)| f);
-        let replay = Replay::open(
-            mechanism,
-            row_dim,
-            shard,
-            workspace,
-            noise,
-            noise_multiplier,
+        let recorded = mechanism.header.calibration.map(|c| c.noise_multiplier);
+        let sigma = noise_multiplier
+            .or(recorded)
+            .ok_or(mfc_runtime::Error::NotCalibrated)?;
+        let range = shard.unwrap_or(0..row_dim);
+        let replay = Replay::shard_with_noise_multiplier(
+            mechanism, row_dim, range, workspace, noise, sigma,
         )?;
         Ok(Self {
             replay: ManuallyDrop::new(replay),

@@ -18,7 +18,7 @@ use core::ops::Range;
 
 use mfc_formats::Mechanism as Blob;
 use mfc_runtime::noise::MAX_COORDINATES;
-use mfc_runtime::{ChaChaNoise, ReleaseCounter};
+use mfc_runtime::{ChaChaNoise, ReleaseCounter, Shape};
 use numpy::{PyArrayDyn, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
@@ -26,9 +26,8 @@ use pyo3::types::{PyBytes, PyDict};
 use crate::error::{Error, Result};
 use crate::intake::{self, Array};
 use crate::mechanism::{Mechanism, header_report};
-use crate::owned::OwnedReplay;
+use crate::owned::{OwnedReplay, form_name};
 use crate::privacy::{StreamPrivacy, epsilon};
-use crate::replay::{form_name, shardable, takes_inputs};
 
 /// The epoch recorded in and required of checkpoints: a Python stream's seed is its key itself
 /// (no device root and epoch derive it), so every checkpoint is of "epoch 1" and the key check
@@ -209,7 +208,7 @@ impl Stream {
         let blob = mechanism.blob();
         let m = Blob::from_bytes(blob).map_err(Error::from)?;
         let form = form_name(&m);
-        if range.is_some() && !shardable(&m) {
+        if range.is_some() && !Shape::of(&m).is_ok_and(Shape::shardable) {
             return Err(Error::Value(format!(
                 "shard: the {form} form has no shards (the banded and bandmf forms have)"
             ))
@@ -275,12 +274,12 @@ impl Stream {
         privacy.verified = verification.json["verdict"] == "verified";
         privacy.verification = verification.text.clone();
 
-        let takes_inputs = takes_inputs(&m);
         let clip_norm = m.header.clip_norm;
         let memory = intake::physical_memory(py);
         let inner = py.detach(|| {
             OwnedReplay::open(blob, dim, range.clone(), noise, noise_multiplier, memory)
         })?;
+        let takes_inputs = inner.get().takes_inputs();
         let stream = Self {
             inner,
             row_dim: dim,

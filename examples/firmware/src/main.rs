@@ -57,9 +57,9 @@ type FormStream<'m, 'w> = mfc_runtime::BandMfStream<'m, 'w, mfc_runtime::ChaChaN
 /// the blob named by `MFC_FIRMWARE_BLOB` at build time.
 static BLOB: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/blob.mfc"));
 
-/// Bytes of a checkpoint slot: `14 + 50 + 4·(floats of state) + 4`, the state being at most the
-/// workspace and, for BLT, `min(d, 8)` noise values of the key check.
-const SLOT: usize = 68 + 4 * (WORKSPACE + 8);
+/// Bytes of a checkpoint slot: the runtime's `Shape::checkpoint_len` for the blob and `d`
+/// (`build.rs`), `14 + 50 + 4·(floats of state) + 4`.
+const SLOT: usize = config::CHECKPOINT;
 
 /// What survives a reboot: the release counter (monotonic storage) and two checkpoint slots
 /// (flash). Simulated in RAM.

@@ -3,7 +3,7 @@
 //! single participation, fixed epoch order and min separation, with the rounding of this
 //! computation bounded (the soundness rule of [`super`]). The encoder is not stored: each column
 //! `ŷ_j ≈ Ĉ e_j` solves `B̂ y_j = S e_j` by forward substitution with the bands and the low-rank
-//! factors (Denisov et al. 2022, App. H) in plain `f64`, and is checked **a posteriori** by its
+//! factors (003 App. H) in plain `f64`, and is checked **a posteriori** by its
 //! residual `ρ_j = S e_j − B̂ ŷ_j`, computed with running error bounds, `ŷ_j` taken as exact (one
 //! dot product per row: the bounds never compound). Then `y_j − ŷ_j = B̂⁻¹ρ_j = Ĉ S⁻¹ρ_j` and
 //! `‖S⁻¹v‖₁ ≤ 2‖v‖₁` (first differences), so with `Y = max_j ‖y_j‖` and `ε_j = 2‖ρ_j‖₁`:
@@ -15,37 +15,38 @@
 //! | fixed epoch order `(k, b)` | `max_π Σ_{i,j∈π} \|X_ij\|`, `X = ĈᵀĈ`, over the windows `π = {s, s+b, …}` of `k'` steps (`NonnegativeGram`, `AbsoluteGramBound`) | `n(n+1)/2 · (h + 2r + k')` | `⌈n/b⌉ · (h + 2r + 1 + k')` |
 //! | min separation `(k, b)` | row-wise bound `max_π Σ_{i∈π} r_i`, `r_i = max_{π∋i} Σ_{j∈π} \|X_ij\|`, over patterns of at most `k'` steps at least `b` apart (`PatternSearchBound`; the exact method when it is exact); for `k' ≤ 2` the absolute-Gram value `max_π Σ_{i,j∈π} \|X_ij\|` itself (`NonnegativeGram`, `AbsoluteGramBound`) | `n(n+1)/2 · (h + 2r) + n²(h + 2r + k') + n·k'` | `4n + k' + 1 + 2(h + 2r)` |
 //!
-//! with `k' = min(k, ⌈n/b⌉)`. Under fixed epoch order the columns of one residue class
-//! `s mod b` are solved together, row by row, and the entries `X_pq` of the pairs a window can
-//! hold (`|p − q| < k'` in class positions) accumulate as the rows go: `n` columns in all, each
-//! once. The absolute-Gram value is the sensitivity itself when `X[π,π] ≥ 0` (Choquette-Choo et
-//! al. 2023, Eq. 3), and an upper bound for any `X` and contributions of any dimension
-//! (`Σ X_ij⟨u_i,u_j⟩ ≤ Σ |X_ij|` for `‖u_i‖ ≤ 1`); the compiler records it for this form under
-//! fixed epoch order, never the spectral bound (001 Thm 2.1), which would need eigenvalues here.
-//! Rounding: `|X_pq − fl⟨ŷ_p, ŷ_q⟩| ≤ γ‖ŷ_p‖‖ŷ_q‖ + ‖y_p − ŷ_p‖‖y_q‖ + ‖ŷ_p‖‖y_q − ŷ_q‖ ≤
-//! γŶ² + 3εY²` (`γ = (n + 2)·2u`, Higham 2002, §3.1; `ε = max_j ε_j ≤ 1`), added for each of
-//! the `k'²` pairs of a window.
+//! with `k' = min(k, ⌈n/b⌉)`. Under fixed epoch order the columns of one residue class `s mod b`
+//! are solved together, row by row, and the entries `X_pq` of the pairs a window can hold
+//! (`|p − q| < k'` in class positions) accumulate as the rows go: `n` columns in all, each once.
+//! The absolute-Gram value is the sensitivity itself when `X[π,π] ≥ 0` (001 Eq. 3), and an upper
+//! bound for any `X` and contributions of any dimension (`Σ X_ij⟨u_i,u_j⟩ ≤ Σ |X_ij|` for
+//! `‖u_i‖ ≤ 1`); the compiler records it for this form under fixed epoch order, never the spectral
+//! bound (001 Thm 2.1), which would need eigenvalues here. Rounding:
+//! `|X_pq − fl⟨ŷ_p, ŷ_q⟩| ≤ γ‖ŷ_p‖‖ŷ_q‖ + ‖y_p − ŷ_p‖‖y_q‖ + ‖ŷ_p‖‖y_q − ŷ_q‖ ≤ γŶ² + 3εY²`
+//! (`γ = (n + 2)·2u`, Higham 2002, §3.1; `ε = max_j ε_j ≤ 1`), added for each of the `k'²` pairs of
+//! a window.
 //!
 //! **Min separation** (`--min-sep b`). The exact value is a branch and bound over the exponentially
 //! many patterns on the whole `n × n` matrix `|X|`, which fits neither a device's scratch nor its
 //! time. The compiler records instead, for this form, that search stopped at its root: the row-wise
-//! bound of Choquette-Choo et al. 2023b, Alg. 4 (`Σ_{i,j∈π} |X_ij| = Σ_{i∈π} Σ_{j∈π} |X_ij| ≤
-//! Σ_{i∈π} r_i`), a bound for contributions of any dimension as above
-//! (`mfc_compiler::participation::device_verifiable_sensitivity`), above the exact value only where
-//! a row's best partners differ between patterns. The device needs one row of `X` at a time, `X e_i
-//! = Ĉᵀŷ_i = SᵀB̂⁻ᵀŷ_i`: the column `ŷ_i` as above (residual `ρ_i`, `ε_i = 2‖ρ_i‖₁`), then `ŵ ≈
-//! B̂⁻ᵀŷ_i` by backward substitution with the bands and the low-rank factors transposed, checked by
-//! its residual `σ = ŷ_i − B̂ᵀŵ` (running error bounds, `ŵ` taken as exact), and `ẑ = Sᵀŵ` by
-//! suffix sums with a running error bound `e`. Since `Sᵀŵ − Ĉᵀŷ_i = −Ĉᵀσ` and `(Ĉᵀŷ_i)_j = ⟨y_j,
-//! ŷ_i⟩`, `|X_ij − ẑ_j| ≤ e + Y‖σ‖₁ + ε_iY²`. The best partners of `i` (at most `k' − 1`, at least
-//! `b` from `i` and from each other) left and right come from the dynamic programme of Alg. 3 on
-//! `|ẑ|`, `O(n·k')` per row over two levels of `n`, and the same programme over the rows gives
-//! `max_π Σ_{i∈π} r̂_i`; the `k'²` entries of a pattern add `k'²` times the entry error. Every sum
-//! of at most `k'` non-negative terms is rounded up by `1 + (k' + 2)·2u`. With at most two
-//! participations (`k' ≤ 2`) the pairs are scanned instead, `X_ii + X_jj + 2|X_ij|` for `j ≤ i − b`
-//! as row `i` comes (`O(n)` per row, `X̂_jj` kept from row `j`): the absolute-Gram value itself,
-//! which the compiler records, since the row-wise bound can be well above it there (+1.7% at `n =
-//! 200`, `(k, b) = (2, 50)`, `(h, r) = (4, 4)`, `tests/tests/spine.rs`).
+//! bound of Choquette-Choo et al. 2023b, Alg. 4
+//! (`Σ_{i,j∈π} |X_ij| = Σ_{i∈π} Σ_{j∈π} |X_ij| ≤ Σ_{i∈π} r_i`), a bound for contributions of any
+//! dimension as above (`mfc_compiler::participation::device_verifiable_sensitivity`), above the
+//! exact value only where a row's best partners differ between patterns. The device needs one row
+//! of `X` at a time, `X e_i = Ĉᵀŷ_i = SᵀB̂⁻ᵀŷ_i`: the column `ŷ_i` as above (residual `ρ_i`,
+//! `ε_i = 2‖ρ_i‖₁`), then `ŵ ≈ B̂⁻ᵀŷ_i` by backward substitution with the bands and the low-rank
+//! factors transposed, checked by its residual `σ = ŷ_i − B̂ᵀŵ` (running error bounds, `ŵ` taken as
+//! exact), and `ẑ = Sᵀŵ` by suffix sums with a running error bound `e`. Since `Sᵀŵ − Ĉᵀŷ_i = −Ĉᵀσ`
+//! and `(Ĉᵀŷ_i)_j = ⟨y_j, ŷ_i⟩`, `|X_ij − ẑ_j| ≤ e + Y‖σ‖₁ + ε_iY²`. The best partners of `i` (at
+//! most `k' − 1`, at least `b` from `i` and from each other) left and right come from the dynamic
+//! programme of Alg. 3 on `|ẑ|`, `O(n·k')` per row over two levels of `n`, and the same programme
+//! over the rows gives `max_π Σ_{i∈π} r̂_i`; the `k'²` entries of a pattern add `k'²` times the
+//! entry error. Every sum of at most `k'` non-negative terms is rounded up by `1 + (k' + 2)·2u`.
+//! With at most two participations (`k' ≤ 2`) the pairs are scanned instead,
+//! `X_ii + X_jj + 2|X_ij|` for `j ≤ i − b` as row `i` comes (`O(n)` per row, `X̂_jj` kept from row
+//! `j`): the absolute-Gram value itself, which the compiler records, since the row-wise bound can
+//! be well above it there (+1.7% at `n = 200`, `(k, b) = (2, 50)`, `(h, r) = (4, 4)`,
+//! `tests/tests/spine.rs`).
 //!
 //! **Not verified here.** A custom workload: the sensitivity is that of `B̂⁻¹A` and the blob stores
 //! only the label of `A`
@@ -53,7 +54,10 @@
 
 use mfc_formats::{BandedLowRank, F32Table, Participation};
 
-use super::{Bounded, GROW, LOOSENESS, TWO_U, Unverifiable, UpperSum, solve_up, sqrt_up, upper};
+use super::{
+    Bounded, GROW, LOOSENESS, TWO_U, Unverifiable, UpperSum, bound_at, solve_up, sqrt_up, store,
+    upper, value,
+};
 
 /// `⌈n/b⌉`, the most columns one residue class `s mod b` holds.
 fn class_len(steps: usize, b: usize) -> usize {
@@ -151,7 +155,7 @@ fn advance(
     if i >= j + h {
         // ŷ_{i−h} leaves the band: β += R_{i−h} ŷ_{i−h}.
         let q = i - h;
-        let y = Bounded::exact(ring[q % h]);
+        let y = Bounded::exact(value(ring, q % h));
         for c in 0..r {
             let updated = Bounded::read(beta, c).add(entry(d.right, q * r + c).mul(y));
             updated.write(beta, c);
@@ -159,7 +163,7 @@ fn advance(
     }
     let mut partial = Bounded::exact(0.0);
     for l in 1..h.min(i - j + 1) {
-        let y = Bounded::exact(ring[(i - l) % h]);
+        let y = Bounded::exact(value(ring, (i - l) % h));
         partial = partial.add(entry(d.diagonals, i * h + l).mul(y));
     }
     for c in 0..r {
@@ -168,15 +172,20 @@ fn advance(
     let pivot = entry(d.diagonals, i * h);
     let y = (1.0 - partial.v) / pivot.v;
     let row = partial.add(pivot.mul(Bounded::exact(y)));
-    ring[i % h] = y;
+    store(ring, i % h, y);
     (y, Bounded::exact(1.0).sub(row).abs_upper())
 }
 
 /// Single participation: `Y = max_j ‖y_j‖ ≤ max_j ‖ŷ_j‖ / (1 − max_j ε_j)`.
 fn single(d: BandedLowRank<'_>, steps: usize, scratch: &mut [f64]) -> Result<f64, Unverifiable> {
     let (h, r) = (d.band as usize, d.rank as usize);
-    let (ring, beta) = scratch.split_at_mut(h);
-    let beta = &mut beta[..2 * r];
+    let needed = h + 2 * r;
+    let Some((ring, beta)) = scratch.split_at_mut_checked(h) else {
+        return Err(Unverifiable::ScratchTooSmall { needed });
+    };
+    let Some(beta) = beta.get_mut(..2 * r) else {
+        return Err(Unverifiable::ScratchTooSmall { needed });
+    };
     let (mut best, mut worst_residual) = (0.0f64, 0.0f64);
     for j in 0..steps {
         ring.fill(0.0);
@@ -212,43 +221,51 @@ fn fixed_epoch_order(
     let (mut squared_norm, mut worst_residual, mut windows) = (0.0f64, 0.0f64, 0.0f64);
     for class in 0..b.min(steps) {
         let columns = (steps - class).div_ceil(b);
-        let used = &mut scratch[..columns * stride];
+        let Some(used) = scratch.get_mut(..columns * stride) else {
+            return Err(Unverifiable::ScratchTooSmall {
+                needed: class_len(steps, b) * stride,
+            });
+        };
         used.fill(0.0);
+        // Column p of the class: its ring, β, residual sum and X_pq for q = p, p − 1, ….
+        let gram = h + 2 * r + 1;
         for i in class..steps {
             let active = ((i - class) / b + 1).min(columns);
-            for p in 0..active {
-                let column = &mut used[p * stride..(p + 1) * stride];
+            for (p, column) in used.chunks_exact_mut(stride).take(active).enumerate() {
                 let (ring, rest) = column.split_at_mut(h);
                 let (beta, rest) = rest.split_at_mut(2 * r);
                 let (_, rho) = advance(&d, class + p * b, i, ring, beta);
-                rest[0] += rho;
+                if let Some(residual) = rest.first_mut() {
+                    *residual += rho;
+                }
             }
             let slot = i % h;
             for p in 0..active {
-                let y_p = used[p * stride + slot];
+                let y_p = value(used, p * stride + slot);
                 for lag in 0..k.min(p + 1) {
-                    let y_q = used[(p - lag) * stride + slot];
-                    used[p * stride + h + 2 * r + 1 + lag] += y_p * y_q;
+                    let y_q = value(used, (p - lag) * stride + slot);
+                    if let Some(x) = used.get_mut(p * stride + gram + lag) {
+                        *x += y_p * y_q;
+                    }
                 }
             }
         }
-        for p in 0..columns {
-            let column = &used[p * stride..(p + 1) * stride];
-            let gram = &column[h + 2 * r + 1..];
-            squared_norm = upper(squared_norm, gram[0]);
+        for column in used.chunks_exact(stride) {
+            squared_norm = upper(squared_norm, value(column, gram));
             // The residual's running sum has at most n terms.
             let residual = UpperSum {
-                sum: column[h + 2 * r],
+                sum: value(column, gram - 1),
                 terms: steps as u64,
             };
             worst_residual = upper(worst_residual, residual.value());
         }
         for start in 0..columns {
             let mut window = UpperSum::default();
-            for p in start..columns.min(start + k) {
-                let gram = &used[p * stride + h + 2 * r + 1..(p + 1) * stride];
-                window.add(gram[0].abs());
-                for x in gram.iter().take(p - start + 1).skip(1) {
+            // Columns p = start + lag of the window, each with X_pq for q = p, …, start.
+            for (lag, column) in used.chunks_exact(stride).skip(start).take(k).enumerate() {
+                let entries = column.get(gram..).unwrap_or(&[]);
+                window.add(bound_at(entries, 0).abs());
+                for x in entries.iter().take(lag + 1).skip(1) {
                     window.add(2.0 * x.abs());
                 }
             }
@@ -284,7 +301,7 @@ fn retreat(
     if q + h < steps {
         // ŵ_{q+h} leaves the band: γ += L_{q+h} ŵ_{q+h}.
         let i = q + h;
-        let w = Bounded::exact(ring[i % h]);
+        let w = Bounded::exact(value(ring, i % h));
         for c in 0..r {
             let updated = Bounded::read(gamma, c).add(entry(d.left, i * r + c).mul(w));
             updated.write(gamma, c);
@@ -292,7 +309,7 @@ fn retreat(
     }
     let mut partial = Bounded::exact(0.0);
     for l in 1..h.min(steps - q) {
-        let w = Bounded::exact(ring[(q + l) % h]);
+        let w = Bounded::exact(value(ring, (q + l) % h));
         partial = partial.add(entry(d.diagonals, (q + l) * h + l).mul(w));
     }
     for c in 0..r {
@@ -301,7 +318,7 @@ fn retreat(
     let pivot = entry(d.diagonals, q * h);
     let w = (v - partial.v) / pivot.v;
     let row = partial.add(pivot.mul(Bounded::exact(w)));
-    ring[q % h] = w;
+    store(ring, q % h, w);
     (w, Bounded::exact(v).sub(row).abs_upper())
 }
 
@@ -324,14 +341,25 @@ fn best_by_count<'a>(
         (1..=levels).for_each(|c| each(c, 0.0));
         return;
     }
-    prev[lo..hi].fill(0.0);
+    if let Some(level) = prev.get_mut(lo..hi) {
+        level.fill(0.0);
+    }
     for c in 1..=levels {
         for t in (lo..hi).rev() {
-            let skip = if t + 1 < hi { cur[t + 1] } else { 0.0 };
-            let take = x[t].abs() + if t + b < hi { prev[t + b] } else { 0.0 };
-            cur[t] = upper(skip, take);
+            let skip = if t + 1 < hi {
+                bound_at(cur, t + 1)
+            } else {
+                0.0
+            };
+            let take = value(x, t).abs()
+                + if t + b < hi {
+                    bound_at(prev, t + b)
+                } else {
+                    0.0
+                };
+            store(cur, t, upper(skip, take));
         }
-        each(c, cur[lo]);
+        each(c, bound_at(cur, lo));
         core::mem::swap(&mut prev, &mut cur);
     }
 }
@@ -362,7 +390,11 @@ fn min_separation(
     let (ring, rest) = rest.split_at_mut(h);
     let (beta, rest) = rest.split_at_mut(2 * r);
     let (back_ring, rest) = rest.split_at_mut(h);
-    let gamma = &mut rest[..2 * r];
+    let Some(gamma) = rest.get_mut(..2 * r) else {
+        return Err(Unverifiable::ScratchTooSmall {
+            needed: scratch_len(&d, steps, Shape::MinSeparated(k, b)),
+        });
+    };
     // A sum of at most k' computed non-negative terms (four for a pair), rounded up to the
     // exact sum's bound.
     let sum_up = (1.0 + (k.max(4) as f64 + 2.0) * TWO_U) * GROW;
@@ -373,7 +405,9 @@ fn min_separation(
         // ŷ_i = B̂⁻¹ S e_i by forward substitution (zero above row i).
         ring.fill(0.0);
         beta.fill(0.0);
-        row[..i].fill(0.0);
+        if let Some(above) = row.get_mut(..i) {
+            above.fill(0.0);
+        }
         let mut norm = UpperSum::default();
         let mut residual = UpperSum::default();
         for (t, slot) in row.iter_mut().enumerate().skip(i) {
@@ -389,11 +423,11 @@ fn min_separation(
         gamma.fill(0.0);
         let mut back = UpperSum::default();
         let mut suffix = Bounded::exact(0.0);
-        for q in (0..n).rev() {
-            let (w, sigma) = retreat(&d, n, q, row[q], back_ring, gamma);
+        for (q, x) in row.iter_mut().enumerate().rev() {
+            let (w, sigma) = retreat(&d, n, q, *x, back_ring, gamma);
             back.add(sigma);
             suffix = suffix.add(Bounded::exact(w));
-            row[q] = suffix.v;
+            *x = suffix.v;
         }
         // The running bound of the suffix sums only grows: its last value bounds them all.
         worst_sum = upper(worst_sum, suffix.e);
@@ -401,12 +435,13 @@ fn min_separation(
         if k <= 2 {
             // At most two steps: the absolute-Gram value itself, max(X_ii, X_ii + X_jj + 2|X_ij|)
             // over the pairs j ≤ i − b, with X̂_jj kept from row j.
-            let diagonal = row[i].abs();
-            bounds[i] = diagonal;
+            let diagonal = value(row, i).abs();
+            store(bounds, i, diagonal);
             pairs = upper(pairs, diagonal);
             if k == 2 {
-                for (j, x) in row.iter().enumerate().take((i + 1).saturating_sub(b)) {
-                    pairs = upper(pairs, diagonal + bounds[j] + 2.0 * x.abs());
+                let earlier = row.iter().zip(bounds.iter());
+                for (x, bound) in earlier.take((i + 1).saturating_sub(b)) {
+                    pairs = upper(pairs, diagonal + bound + 2.0 * x.abs());
                 }
             }
             continue;
@@ -414,13 +449,15 @@ fn min_separation(
         // r̂_i: |X̂_ii| and the best k' − 1 partners at least b away, left and right.
         let levels = k.saturating_sub(1);
         let left = (0, (i + 1).saturating_sub(b));
-        best_by_count(row, left, levels, b, (prev, cur), |c, v| counts[c] = v);
+        best_by_count(row, left, levels, b, (prev, cur), |c, v| {
+            store(counts, c, v)
+        });
         let mut partners = 0.0f64;
         let right = ((i + b).min(n), n);
         best_by_count(row, right, levels, b, (prev, cur), |c, v| {
-            partners = upper(partners, counts[levels - c] + v);
+            partners = upper(partners, bound_at(counts, levels - c) + v);
         });
-        bounds[i] = (row[i].abs() + partners) * sum_up;
+        store(bounds, i, (value(row, i).abs() + partners) * sum_up);
     }
     let mut rows = pairs;
     if k > 2 {

@@ -1,30 +1,30 @@
-//! Verification of a BLT bound for **every** horizon (`SensitivityMethod::BltTailBound`, `mfc
-//! compile --horizon unbounded`, single participation): an upper bound on
-//! `sqrt(Σ_{t≥0} c_t²)` (`c = 1/r`, the encoder's column 0, the longest column of every leading
-//! block `C_N`; `formats/SPEC.md`, "Unbounded horizon") from the stored `f32` parameters, with
-//! the rounding of the device's own `f64` arithmetic included. The compiler records this very
-//! value (`mfc_compiler::toeplitz::unbounded_sensitivity` calls [`certify`]), so every blob it
-//! writes verifies bit for bit, and a blob whose state matrix does not contract provably
-//! (spectral radius `≥ 1`, or no contracting power within `K_MAX` steps or the budget) is
+//! Verification of a BLT bound for **every** horizon (`SensitivityMethod::BltTailBound`,
+//! `mfc compile --horizon unbounded`, single participation): an upper bound on `sqrt(Σ_{t≥0} c_t²)`
+//! (`c = 1/r`, the encoder's column 0, the longest column of every leading block `C_N`;
+//! `formats/SPEC.md`, "Unbounded horizon") from the stored `f32` parameters, with the rounding of
+//! the device's own `f64` arithmetic included. The compiler records this very value
+//! (`mfc_compiler::toeplitz::unbounded_sensitivity` calls [`certify`]), so every blob it writes
+//! verifies bit for bit, and a blob whose state matrix does not contract provably (spectral radius
+//! `≥ 1`, or no contracting power within `K_MAX` steps or the budget) is
 //! [`Unverifiable::IllConditioned`] or [`Unverifiable::OverBudget`], never verified.
 //!
 //! **The recurrence.** Solving the device's filter for the impulse gives `c_0 = 1`, `s_1 = 1`,
 //! `c_t = −ωᵀ s_t` and `s_{t+1} = A s_t` for `t ≥ 1`, with `A = diag(θ) − 1ωᵀ`, and
 //! `s_{T,j} = Σ_{u<T} θ_j^{T−1−u} c_u`.
 //!
-//! **The tail** (`k·(2m² + 2m)` operations, `m² + m` floats). `P̂_i = fl(P̂_{i−1}A)`, `P̂_0 = I`, is
-//! computed in plain `f64` as `(P̂A)_{rc} = P̂_{rc}θ_c − ω_c Σ_l P̂_{rl}` (`m²` operations: `A` is
-//! diagonal plus rank one), and its local residual `R_{i−1} = P̂_{i−1}A − P̂_i` with running
+//! **The tail** (`k·(2m² + 2m)` operations, `m² + m` floats). `P̂_i = fl(P̂_{i−1}A)`, `P̂_0 = I`,
+//! is computed in plain `f64` as `(P̂A)_{rc} = P̂_{rc}θ_c − ω_c Σ_l P̂_{rl}` (`m²` operations: `A`
+//! is diagonal plus rank one), and its local residual `R_{i−1} = P̂_{i−1}A − P̂_i` with running
 //! error bounds (`P̂_{i−1}` taken as exact). Then `A^i − P̂_i = Σ_{l<i} R_l A^{i−1−l}`, so with
 //! `N_j ≥ ‖A^j‖_∞` and `M_{i−1} = max_{j<i} N_j`:
 //! `‖A^i‖_∞ ≤ N_i := ‖P̂_i‖_∞ + M_{i−1}·Σ_{l<i} ‖R_l‖_∞`. The rounding errors never compound
-//! through `|A|` (whose spectral radius may exceed 1 when `A`'s does not), only through the
-//! norms of the true powers, which a contracting `A` keeps bounded. The same holds for the row
-//! vectors `v̂_i ≈ ωᵀA^i`: `ρ_i := ‖v̂_i‖₁ + M_{i−1}·Σ_{l<i} ‖R^v_l‖₁ ≥ ‖ωᵀA^i‖₁` (a row vector
-//! times `A^j` grows by at most `‖A^j‖_∞`). `k` is the least `i ≤ K_MAX` with `N_i ≤ ½`,
-//! `q = N_k`. Every `t = T + a·k + i` (`a ≥ 0`, `i < k`) has
-//! `|c_t| = |ωᵀA^i (A^k)^a s_T| ≤ ρ_i q^a ‖s_T‖_∞`, so
-//! `Σ_{t≥T} c_t² ≤ ‖s_T‖²_∞ Σ_{i<k} ρ_i² / (1 − q²) =: τ`.
+//! through `|A|` (whose spectral radius may exceed 1 when `A`'s does not), only through the norms
+//! of the true powers, which a contracting `A` keeps bounded. The same holds for the row vectors
+//! `v̂_i ≈ ωᵀA^i`: `ρ_i := ‖v̂_i‖₁ + M_{i−1}·Σ_{l<i} ‖R^v_l‖₁ ≥ ‖ωᵀA^i‖₁` (a row vector times `A^j`
+//! grows by at most `‖A^j‖_∞`). `k` is the least `i ≤ K_MAX` with `N_i ≤ ½`, `q = N_k`. Every
+//! `t = T + a·k + i` (`a ≥ 0`, `i < k`) has `|c_t| =
+//! |ωᵀA^i (A^k)^a s_T| ≤ ρ_i q^a ‖s_T‖_∞`, so `Σ_{t≥T} c_t² ≤ ‖s_T‖²_∞ Σ_{i<k} ρ_i² / (1 − q²) =:
+//! τ`.
 //!
 //! **The head** (`T·m` operations, `2m` floats). `ĉ_t`, `t < T`, by the filter in plain `f64`,
 //! checked a posteriori by its residual `ρ = δ − r * ĉ` with running error bounds, as for a
@@ -125,11 +125,18 @@ fn contraction(
     scratch: &mut [f64],
     budget: &mut Budget,
 ) -> Result<(u32, f64, f64), Unverifiable> {
-    let (power, row) = scratch.split_at_mut(m * m);
-    let row = &mut row[..m];
+    let Some((power, row)) = scratch.split_at_mut_checked(m * m) else {
+        return Err(Unverifiable::ScratchTooSmall { needed: m * m + m });
+    };
+    let Some(row) = row.get_mut(..m) else {
+        return Err(Unverifiable::ScratchTooSmall { needed: m * m + m });
+    };
     power.fill(0.0);
-    for r in 0..m {
-        power[r * m + r] = 1.0;
+    // P̂_0 = I, row by row (m rows of m).
+    for (r, power_row) in power.chunks_exact_mut(m).enumerate() {
+        if let Some(diagonal) = power_row.get_mut(r) {
+            *diagonal = 1.0;
+        }
     }
     let mut rows = UpperSum::default();
     for (c, v) in row.iter_mut().enumerate() {
@@ -148,8 +155,8 @@ fn contraction(
         // m + 1 rows (the power and ωᵀ), each a sum and a multiply-subtract per entry.
         budget.spend((2 * m * m + 2 * m) as u64)?;
         let (mut norm, mut residual) = (0.0f64, 0.0f64);
-        for r in 0..m {
-            let (n, e) = times_a(theta, omega, &mut power[r * m..(r + 1) * m]);
+        for power_row in power.chunks_exact_mut(m) {
+            let (n, e) = times_a(theta, omega, power_row);
             norm = norm.max(n);
             residual = residual.max(e);
         }

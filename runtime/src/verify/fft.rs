@@ -1,21 +1,21 @@
-//! Verification of the FFT forms (`formats/SPEC.md`, decoder 1; Choquette-Choo et al. 2023,
-//! App. K) under single participation and fixed epoch order: an upper bound `U` on the sensitivity the compiler records
+//! Verification of the FFT forms (`formats/SPEC.md`, decoder 1; 001 App. K) under single
+//! participation and fixed epoch order: an upper bound `U` on the sensitivity the compiler records
 //! (`mfc_compiler::fft`), from the stored `f32` kernel `ŷ` (and generator `x̂`), with the rounding
 //! of this computation bounded as in the parent module (`Bounded`, `UpperSum`, an a-posteriori
 //! residual). The stamped encoder is `blockdiag(Ĉ, …, Ĉ)`: stamping does not change the
 //! single-participation value, and its Gram `X = ĈᵀĈ` is block diagonal.
 //!
-//! Both mechanisms need `T̂`, the symmetric Toeplitz with first column the circular
-//! autocorrelation `t̂_a = Σ_{j<2m} ŷ_j ŷ_{(j+a) mod 2m}` (`= B̂B̂ᵀ` for Mechanism 1), and a bound
-//! `ε ≥ ‖MT̂ − I‖₁` for the Gohberg–Semencul matrix `M = (L(x)L(x)ᵀ − L(x̃)L(x̃)ᵀ)/x₀` of a
-//! generator `x` (Gohberg & Semencul 1972; `residual_norm`). For symmetric `M` with `ρ(MT̂ − I) ≤ ε < 1`, the symmetric
+//! Both mechanisms need `T̂`, the symmetric Toeplitz with first column the circular autocorrelation
+//! `t̂_a = Σ_{j<2m} ŷ_j ŷ_{(j+a) mod 2m}` (`= B̂B̂ᵀ` for Mechanism 1), and a bound `ε ≥ ‖MT̂ − I‖₁`
+//! for the Gohberg–Semencul matrix `M = (L(x)L(x)ᵀ − L(x̃)L(x̃)ᵀ)/x₀` of a generator `x` (Gohberg &
+//! Semencul 1972; `residual_norm`). For symmetric `M` with `ρ(MT̂ − I) ≤ ε < 1`, the symmetric
 //! `T̂^{1/2}MT̂^{1/2}` is similar to `MT̂`, so `(1 − ε)T̂⁻¹ ≼ M ≼ (1 + ε)T̂⁻¹`.
 //!
 //! - **Mechanism 1** (Circulant): the compiler records `max_j (SᵀT̂⁻¹S)[j, j]^{1/2}`, the largest
-//!   column norm of `Ĉ = B̂†S`. Here `x` solves `T̂x = e₀` by Levinson–Durbin in plain `f64`
-//!   (Golub & Van Loan, Alg. 4.7.1), `ε` is its residual, and
-//!   `(SᵀT̂⁻¹S)[j, j] ≤ q_j/(1 − ε)` with `q_j = 1_{≥j}ᵀM1_{≥j} = (‖L(x)ᵀ1_{≥j}‖² − ‖L(x̃)ᵀ1_{≥j}‖²)/x₀`,
-//!   each entry of `L(x)ᵀ1_{≥j}` a difference of two prefix sums of `x`.
+//!   column norm of `Ĉ = B̂†S`. Here `x` solves `T̂x = e₀` by Levinson–Durbin in plain `f64` (Golub
+//!   & Van Loan 2013, §4.7), `ε` is its residual, and `(SᵀT̂⁻¹S)[j, j] ≤ q_j/(1 − ε)` with
+//!   `q_j = 1_{≥j}ᵀM1_{≥j} = (‖L(x)ᵀ1_{≥j}‖² − ‖L(x̃)ᵀ1_{≥j}‖²)/x₀`, each entry of `L(x)ᵀ1_{≥j}` a
+//!   difference of two prefix sums of `x`.
 //! - **Mechanism 2** (OptimalDecoder): the compiler records `sens(ŶE)/(1 − ‖M̂T̂ − I‖₁)` with
 //!   `M̂` the matrix of the stored `x̂` (the Gram of `Ĉ = ŶE(M̂T̂)⁻¹` is
 //!   `M̂⁻¹T̂⁻¹M̂⁻¹ ≼ T̂/(1 − ε)²`, `formats/SPEC.md`); under single participation
@@ -23,14 +23,14 @@
 //!
 //! `‖MT̂ − I‖₁` in `O(m²)` without storing a matrix: with Trench's recursion
 //! `M[i, k] = M[i−1, k−1] + (x_i x_k − x̃_i x̃_k)/x₀` (Trench 1964), `P = MT̂` obeys, for
-//! `i, j ≥ 1`,
-//! `P[i, j] = P[i−1, j−1] + x_i t̂_j − M[i−1, m−1] t̂_{m−j} + x_i β_j − x̃_i β̃_j`,
+//! `i, j ≥ 1`, `P[i, j] = P[i−1, j−1] + x_i t̂_j − M[i−1, m−1] t̂_{m−j} + x_i β_j − x̃_i β̃_j`,
 //! `β_j = Σ_{k≥1} x_k t̂_{|k−j|}/x₀`, `β̃_j = Σ_{k≥1} x̃_k t̂_{|k−j|}/x₀`; its first row is
 //! `x₀t̂_j + x₀β_j` and its first column `M t̂` (four triangular Toeplitz products). Every value
-//! carries its running error bound, so `ε` bounds the exact `‖MT̂ − I‖₁` of the exact `T̂`.
-//! The error bounds grow along a diagonal (`m` steps of `O(u)`); `U` stays within `2·10⁻⁷` of the
-//! compiler's value up to `m = 10⁴` (`cargo bench -p mfc-compiler --bench fft -- verify 2048
-//! 10000`), inside the `2·10⁻⁶` rounding allowance of `mfc_compiler::blob`.
+//! carries its running error bound, so `ε` bounds the exact `‖MT̂ − I‖₁` of the exact `T̂`. The
+//! error bounds grow along a diagonal (`m` steps of `O(u)`); `U` stays within `2·10⁻⁷` of the
+//! compiler's value up to `m = 10⁴`
+//! (`cargo bench -p mfc-compiler --bench fft -- verify 2048 10000`), inside the `2·10⁻⁶` rounding
+//! allowance of `mfc_compiler::blob`.
 //!
 //! **Fixed epoch order** `(k, b)` (participations exactly `b` apart; `k' = min(k, ⌈n/b⌉)`): the
 //! compiler records `max_π (1ᵀX[π, π]1)^{1/2}` over the patterns `π = {s, s + b, …}` when `X ≥ 0`
@@ -56,7 +56,7 @@
 
 use mfc_formats::{F32Table, Fft, FftKind, SensitivityMethod};
 
-use super::{Bounded, GROW, TINY, TWO_U, Unverifiable, UpperSum, solve_up, sqrt_up};
+use super::{Bounded, GROW, TINY, TWO_U, Unverifiable, UpperSum, solve_up, sqrt_up, value};
 
 /// The `f64`s of scratch [`bound`] needs for a block of `m` steps.
 pub(super) fn scratch_len(d: &Fft<'_>) -> usize {
@@ -214,10 +214,14 @@ fn autocorrelation(kernel: F32Table<'_>, m: usize, t: &mut [f64]) {
 /// `work` holds `2m` values. A non-positive prediction error is [`Unverifiable::IllConditioned`].
 fn levinson(t: &[f64], x: &mut [f64], work: &mut [f64]) -> Result<(), Unverifiable> {
     let m = x.len();
-    let tv = |a: usize| t[2 * a];
-    let (a, previous) = work[..2 * m].split_at_mut(m);
+    let tv = |a: usize| value(t, 2 * a);
+    let Some((a, previous)) = work.get_mut(..2 * m).map(|w| w.split_at_mut(m)) else {
+        return Err(Unverifiable::ScratchTooSmall { needed: 18 * m });
+    };
     a.fill(0.0);
-    a[0] = 1.0;
+    if let Some(a0) = a.first_mut() {
+        *a0 = 1.0;
+    }
     let mut e = tv(0);
     for k in 1..m {
         if !(e.is_finite() && e > 0.0) {
@@ -229,9 +233,11 @@ fn levinson(t: &[f64], x: &mut [f64], work: &mut [f64]) -> Result<(), Unverifiab
         }
         let reflection = -dot / e;
         // a[k] = 0 before this step: copy it too, the scratch is not cleared.
-        previous[..=k].copy_from_slice(&a[..=k]);
-        for j in 1..=k {
-            a[j] = previous[j] + reflection * previous[k - j];
+        for (p, &q) in previous.iter_mut().zip(a.iter()).take(k + 1) {
+            *p = q;
+        }
+        for (j, aj) in a.iter_mut().enumerate().take(k + 1).skip(1) {
+            *aj = value(previous, j) + reflection * value(previous, k - j);
         }
         e *= 1.0 - reflection * reflection;
     }
@@ -246,7 +252,11 @@ fn levinson(t: &[f64], x: &mut [f64], work: &mut [f64]) -> Result<(), Unverifiab
 
 /// `x̃_k`: `0` for `k = 0`, else `x_{m−k}`.
 fn tilde(x: &[f64], k: usize) -> f64 {
-    if k == 0 { 0.0 } else { x[x.len() - k] }
+    match x.len().checked_sub(k) {
+        _ if k == 0 => 0.0,
+        Some(at) => value(x, at),
+        None => f64::NAN,
+    }
 }
 
 /// An upper bound on `‖MT̂ − I‖₁` for the Gohberg–Semencul matrix `M` of `x` (taken exact) and
@@ -254,7 +264,7 @@ fn tilde(x: &[f64], k: usize) -> f64 {
 /// infinite when a value overflows.
 fn residual_norm(x: &[f64], t: &[f64], work: &mut [f64]) -> f64 {
     let m = x.len();
-    let x0 = x[0];
+    let x0 = value(x, 0);
     if !(x0.is_finite() && x0 > 0.0) {
         return f64::NAN;
     }
@@ -266,13 +276,15 @@ fn residual_norm(x: &[f64], t: &[f64], work: &mut [f64]) -> f64 {
     let (row, work) = work.split_at_mut(2 * m);
     let (u, work) = work.split_at_mut(2 * m);
     let (u_tilde, work) = work.split_at_mut(2 * m);
-    let column = &mut work[..m];
+    let Some(column) = work.get_mut(..m) else {
+        return f64::NAN;
+    };
     // β_j, β̃_j = Σ_{k≥1} (x_k, x̃_k) t̂_{|k−j|} / x₀.
     for j in 0..m {
         let (mut s, mut s_tilde) = (exact(0.0), exact(0.0));
         for k in 1..m {
             let tk = tb(k.abs_diff(j));
-            s = s.add(exact(x[k]).mul(tk));
+            s = s.add(exact(value(x, k)).mul(tk));
             s_tilde = s_tilde.add(exact(tilde(x, k)).mul(tk));
         }
         quotient(s, x0).write(beta, j);
@@ -282,7 +294,7 @@ fn residual_norm(x: &[f64], t: &[f64], work: &mut [f64]) -> f64 {
     for i in 0..m {
         let mut s = exact(0.0);
         for l in 0..=i {
-            let p = exact(x[i - l]).mul(exact(x[m - 1 - l]));
+            let p = exact(value(x, i - l)).mul(exact(value(x, m - 1 - l)));
             let q = exact(tilde(x, i - l)).mul(exact(tilde(x, m - 1 - l)));
             s = s.add(p.sub(q));
         }
@@ -292,7 +304,7 @@ fn residual_norm(x: &[f64], t: &[f64], work: &mut [f64]) -> f64 {
     for k in 0..m {
         let (mut s, mut s_tilde) = (exact(0.0), exact(0.0));
         for i in k..m {
-            s = s.add(exact(x[i - k]).mul(tb(i)));
+            s = s.add(exact(value(x, i - k)).mul(tb(i)));
             s_tilde = s_tilde.add(exact(tilde(x, i - k)).mul(tb(i)));
         }
         s.write(u, k);
@@ -301,7 +313,7 @@ fn residual_norm(x: &[f64], t: &[f64], work: &mut [f64]) -> f64 {
     for i in 0..m {
         let mut s = exact(0.0);
         for k in 0..=i {
-            let p = exact(x[i - k]).mul(Bounded::read(u, k));
+            let p = exact(value(x, i - k)).mul(Bounded::read(u, k));
             let q = exact(tilde(x, i - k)).mul(Bounded::read(u_tilde, k));
             s = s.add(p.sub(q));
         }
@@ -330,19 +342,22 @@ fn residual_norm(x: &[f64], t: &[f64], work: &mut [f64]) -> f64 {
         *c += entry(Bounded::read(row, j), j == 0);
     }
     for i in 1..m {
-        let (xi, xti) = (exact(x[i]), exact(tilde(x, i)));
+        let (xi, xti) = (exact(value(x, i)), exact(tilde(x, i)));
         let carry = Bounded::read(last, i - 1);
-        for j in (1..m).rev() {
+        // Right to left: row j − 1 is still the previous row's.
+        for (j, c) in column.iter_mut().enumerate().skip(1).rev() {
             let p = Bounded::read(row, j - 1)
                 .add(xi.mul(tb(j)))
                 .sub(carry.mul(tb(m - j)))
                 .add(xi.mul(Bounded::read(beta, j)))
                 .sub(xti.mul(Bounded::read(beta_tilde, j)));
             p.write(row, j);
-            column[j] += entry(p, i == j);
+            *c += entry(p, i == j);
         }
         Bounded::read(first, i).write(row, 0);
-        column[0] += entry(Bounded::read(first, i), false);
+        if let Some(c) = column.first_mut() {
+            *c += entry(Bounded::read(first, i), false);
+        }
     }
     // Each column is a sum of m non-negative upper bounds (the `UpperSum` factor).
     let worst = column.iter().copied().fold(0.0f64, |a, b| {
@@ -360,8 +375,8 @@ fn prefix_sums(x: &[f64], work: &mut [f64]) {
     let m = x.len();
     let (prefix, rest) = work.split_at_mut(2 * m);
     let (mut s, mut s_tilde) = (exact(0.0), exact(0.0));
-    for k in 0..m {
-        s = s.add(exact(x[k]));
+    for (k, &xk) in x.iter().enumerate() {
+        s = s.add(exact(xk));
         s_tilde = s_tilde.add(exact(tilde(x, k)));
         s.write(prefix, k);
         s_tilde.write(rest, k);
@@ -373,7 +388,9 @@ fn prefix_sums(x: &[f64], work: &mut [f64]) {
 /// prefix sums of [`prefix_sums`].
 fn gram_entry(x: &[f64], prefixes: &[f64], i: usize, j: usize) -> Bounded {
     let m = x.len();
-    let (prefix, prefix_tilde) = prefixes[..4 * m].split_at(2 * m);
+    let (prefix, prefix_tilde) = prefixes
+        .get(..4 * m)
+        .map_or((&[][..], &[][..]), |p| p.split_at(2 * m));
     let column = |p: &[f64], c: usize, k: usize| {
         let full = Bounded::read(p, m - 1 - k);
         if k < c {
@@ -392,7 +409,7 @@ fn gram_entry(x: &[f64], prefixes: &[f64], i: usize, j: usize) -> Bounded {
         };
         sum = sum.add(a.mul(b).sub(a_tilde.mul(b_tilde)));
     }
-    quotient(sum, x[0])
+    quotient(sum, value(x, 0))
 }
 
 /// `max_j q_j`, `q_j = 1_{≥j}ᵀM1_{≥j}`, rounded up (`work`: the `4m` prefix sums).

@@ -8,7 +8,7 @@
 //!
 //! **Why a single column suffices.** Every participation schema lets a record take part in one
 //! step only, so the sensitivity under any schema is at least that under single participation,
-//! `max_j ‖Ĉ e_j‖` (Denisov et al. 2022, Eq. 2; 001, Eq. 3 with a pattern of one step), and at
+//! `max_j ‖Ĉ e_j‖` (003 Eq. 2; 001 Eq. 3 with a pattern of one step), and at
 //! least any one column's norm, which is at least any one of its entries. For the neighbouring
 //! relation replace-one the bound doubles, as the recorded value does.
 //!

@@ -4,25 +4,24 @@
 //! device does not take the server's word for the noise it adds. `no_std`, no allocation: the
 //! caller provides the scratch ([`scratch_len`]) and a budget of operations ([`operations`]).
 //!
-//! **Soundness rule.** The device computes an upper bound `U` on the true sensitivity of the
-//! stored coefficients, its own rounding included, and accepts the blob only if the recorded
-//! sensitivity is at least `U`. Sums of non-negative terms are rounded up (`N` terms in `f64`:
-//! a factor `1 + (N + 2)·2⁻⁵²`, Higham 2002, §4.2), square roots are correctly rounded and
-//! rounded up by `1 + 2⁻⁴⁸`. Where the encoder is not stored but solved for (the banded form's
-//! `Ĉ = B̂⁻¹S`, the BLT's `c = 1/r`), the solution `ŷ` is computed in plain `f64` and checked
-//! **a posteriori**: its residual `ρ` is computed with running error bounds (Wilkinson's model
-//! `fl(a ∘ b) = (a ∘ b)(1 + δ)`, `|δ| ≤ u = 2⁻⁵³`, each bound doubled to `2u` and multiplied by
-//! `1 + 2⁻⁴⁸` for the rounding of the bound's own arithmetic), `ŷ` taken as exact, so the bounds
+//! **Soundness rule.** The device computes an upper bound `U` on the true sensitivity of the stored
+//! coefficients, its own rounding included, and accepts the blob only if the recorded sensitivity
+//! is at least `U`. Sums of non-negative terms are rounded up (`N` terms in `f64`: a factor
+//! `1 + (N + 2)·2⁻⁵²`, Higham 2002, §4.2), square roots are correctly rounded and rounded up by
+//! `1 + 2⁻⁴⁸`. Where the encoder is not stored but solved for (the banded form's `Ĉ = B̂⁻¹S`, the
+//! BLT's `c = 1/r`), the solution `ŷ` is computed in plain `f64` and checked **a posteriori**: its
+//! residual `ρ` is computed with running error bounds (Wilkinson's standard model, Higham 2002,
+//! §2.2: `fl(a ∘ b) = (a ∘ b)(1 + δ)`, `|δ| ≤ u = 2⁻⁵³`, each bound doubled to `2u` and multiplied
+//! by `1 + 2⁻⁴⁸` for the rounding of the bound's own arithmetic), `ŷ` taken as exact, so the bounds
 //! never compound along the solve; then `y − ŷ` is the encoder applied to `ρ`, which gives
 //! `Y ≤ Ŷ/(1 − a)` with `a` a multiple of `‖ρ‖₁` (the module [`banded`] and the function `blt`
 //! below; the FFT forms' Toeplitz inverse in [`fft`]). When `a` exceeds `10⁻⁶` the blob is
-//! [`Unverifiable::IllConditioned`] rather than refused.
-//! The compiler records `max(sens, U)` (`mfc_compiler::blob`): the arithmetic is IEEE `+ − × ÷` and a
-//! correctly rounded square root, without fused multiply-adds, so host and device compute the
-//! same `U` bit for bit, and every blob the compiler writes verifies. Blobs written before this
-//! check existed record the compiler's value, which may be below `U` by rounding (`10⁻¹⁵`; the FFT
-//! forms' `U` is up to `2·10⁻⁷` above it at `m = 10⁴`, `fft`):
-//! they are refused, with a message that says to recompile them.
+//! [`Unverifiable::IllConditioned`] rather than refused. The compiler records `max(sens, U)`
+//! (`mfc_compiler::blob`): the arithmetic is IEEE `+ − × ÷` and a correctly rounded square root,
+//! without fused multiply-adds, so host and device compute the same `U` bit for bit, and every blob
+//! the compiler writes verifies. Blobs written before this check existed record the compiler's
+//! value, which may be below `U` by rounding (`10⁻¹⁵`; the FFT forms' `U` is up to `2·10⁻⁷` above
+//! it at `m = 10⁴`, `fft`): they are refused, with a message that says to recompile them.
 //!
 //! **What is verified, exactly (each the same value as the compiler's method, up to rounding).**
 //!
@@ -61,7 +60,7 @@ use mfc_formats::{
     Workload,
 };
 
-use crate::Error;
+use crate::error::Error;
 
 pub mod banded;
 pub mod blt_tail;
@@ -159,16 +158,37 @@ impl Bounded {
         (self.v.abs() + self.e) * GROW
     }
 
+    /// Value `i` of a scratch of pairs `(v, e)`; NaN past the end ([`value`]).
     fn read(scratch: &[f64], i: usize) -> Self {
         Self {
-            v: scratch[2 * i],
-            e: scratch[2 * i + 1],
+            v: value(scratch, 2 * i),
+            e: value(scratch, 2 * i + 1),
         }
     }
 
     fn write(self, scratch: &mut [f64], i: usize) {
-        scratch[2 * i] = self.v;
-        scratch[2 * i + 1] = self.e;
+        store(scratch, 2 * i, self.v);
+        store(scratch, 2 * i + 1, self.e);
+    }
+}
+
+/// `scratch[i]`, or NaN past its end — which no bound survives (`upper` keeps it, `solve_up` and
+/// the final `is_finite` make it [`Unverifiable::IllConditioned`]). Never past the end: every
+/// computation runs in the [`scratch_len`] floats `sensitivity_bound` checked.
+fn value(scratch: &[f64], i: usize) -> f64 {
+    scratch.get(i).copied().unwrap_or(f64::NAN)
+}
+
+/// `scratch[i]` of a table of upper bounds, or `+∞` past its end: a maximum (`f64::max`) would
+/// drop a NaN, never an infinity.
+fn bound_at(scratch: &[f64], i: usize) -> f64 {
+    scratch.get(i).copied().unwrap_or(f64::INFINITY)
+}
+
+/// `scratch[i] = x` (nothing past the end, where [`value`] and [`bound_at`] read no number).
+fn store(scratch: &mut [f64], i: usize, x: f64) {
+    if let Some(slot) = scratch.get_mut(i) {
+        *slot = x;
     }
 }
 
@@ -280,9 +300,9 @@ pub fn scratch_len(m: &Validated<'_>) -> usize {
 /// The operations (multiply-adds) [`verify`] spends on `m`, `None` for forms or schemas it does
 /// not verify, and for a BLT bound over every horizon (`BltTailBound`), whose cost depends on how
 /// fast its encoder decays and is only known after the run ([`blt_tail::certify`] counts it and
-/// stops at the budget). Compare with a device's budget: a Cortex-M4F at 64 MHz runs about
-/// 2·10⁴–5·10⁴ of them a second in soft-float `f64`, 1 150–1 950 instructions each
-/// (`examples/firmware/src/bin/verify.rs`).
+/// stops at the budget). Compare with a device's budget: what one operation costs a Cortex-M4F
+/// in soft-float `f64` is measured by `examples/firmware/src/bin/verify.rs` (`BENCHMARKS.md`,
+/// "Verification on the device").
 pub fn operations(m: &Validated<'_>) -> Option<u64> {
     if m.header.sensitivity.method.covers_every_horizon() {
         return None;
@@ -502,20 +522,20 @@ fn bandmf(
                 let next = (t + 1) % b;
                 for j in (1..=k).rev() {
                     let with = w + if j >= 2 {
-                        scratch[(j - 2) * b + slot]
+                        bound_at(scratch, (j - 2) * b + slot)
                     } else {
                         0.0
                     };
                     let without = if t + 1 < steps {
-                        scratch[(j - 1) * b + next]
+                        bound_at(scratch, (j - 1) * b + next)
                     } else {
                         0.0
                     };
-                    scratch[(j - 1) * b + slot] = with.max(without);
+                    store(scratch, (j - 1) * b + slot, with.max(without));
                 }
             }
             // Each value is a sum of at most k rounded additions of upper bounds.
-            let best = scratch[(k - 1) * b];
+            let best = bound_at(scratch, (k - 1) * b);
             total.add(best * (1.0 + (k as f64 + 2.0) * TWO_U) * GROW);
         }
     }
@@ -602,8 +622,9 @@ fn blt(
                 residual.add(r);
                 let mut g = UpperSum::default();
                 g.add(c.abs());
-                for p in 1..k.min(t / b + 1) {
-                    let state = &mut rest[m * (p - 1)..m * p];
+                // Filter p's state is the p-th run of m floats of `rest` (k' − 1 of them).
+                let filters = rest.chunks_exact_mut(m.max(1));
+                for (p, state) in (1..k.min(t / b + 1)).zip(filters) {
                     g.add(blt_step(d.theta, d.omega, state, impulse(t - p * b)).abs());
                 }
                 let g = g.value();
@@ -611,20 +632,29 @@ fn blt(
             }
         }
         (Some((k, b)), _) => {
-            let majorant = &mut rest[..steps];
+            let Some(majorant) = rest.get_mut(..steps) else {
+                return Err(Unverifiable::ScratchTooSmall {
+                    needed: 2 * m + steps,
+                });
+            };
             for (t, slot) in majorant.iter_mut().enumerate() {
                 let (c, r) = blt_residual(d.theta, d.omega, residual_state, impulse(t));
                 norm.add(c * c);
                 residual.add(r);
                 *slot = c.abs();
             }
-            for t in (0..steps.saturating_sub(1)).rev() {
-                majorant[t] = majorant[t].max(majorant[t + 1]);
+            // majorant[t] = max(majorant[t], majorant[t + 1]), from the end.
+            let mut later = None;
+            for x in majorant.iter_mut().rev() {
+                if let Some(next) = later {
+                    *x = x.max(next);
+                }
+                later = Some(*x);
             }
             for t in 0..steps {
                 let mut g = UpperSum::default();
                 for p in 0..k.min(t / b + 1) {
-                    g.add(majorant[t - p * b]);
+                    g.add(bound_at(majorant, t - p * b));
                 }
                 let g = g.value();
                 pattern.add(g * g);

@@ -27,7 +27,8 @@
 
 use cortex_m as _;
 use cortex_m_rt::{ExceptionFrame, entry, exception};
-use mfc_runtime::{Error, Mechanism, ReleaseCounter, Replay, epoch_noise};
+use mfc_runtime::formats::FftKind;
+use mfc_runtime::{Error, Mechanism, ReleaseCounter, Replay, Shape, epoch_noise};
 
 #[allow(dead_code)]
 #[path = "../scenario.rs"]
@@ -40,10 +41,15 @@ static BLOBS: [(&str, &[u8]); 3] = [
     ("FFT", include_bytes!("../../drift-fft.mfc")),
 ];
 
-/// Floats of workspace: the largest of the blobs' `Replay::workspace_len` at `d = 1` — the FFT
-/// blob's `(m + 3)·d + 2m + 2N·k` with `m = 1000`, `N = 4096`, `k = 2` (BLT: `m + 2 = 6`,
-/// BandMF: `b̂ + 2 = 6`).
-const WORKSPACE: usize = 19_387;
+/// Floats of workspace: the largest of the blobs' at `d = 1`, the FFT blob's (Mechanism 1 with
+/// blocks of `m = 1000` steps; the BLT and BandMF blobs need 6), by the runtime's formula
+/// (`Shape::workspace_len`, evaluated at compile time).
+const WORKSPACE: usize = Shape::Fft {
+    kind: FftKind::Circulant,
+    block: 1000,
+}
+.workspace_len(1)
+.unwrap();
 
 /// The constant input of every step.
 const INPUT: f32 = 0.3;

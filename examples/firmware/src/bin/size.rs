@@ -96,8 +96,8 @@ fn run() -> Result<u32, Failure> {
     let noise = NoSampler(black_box(noise).is_some_key());
     let mut stream = Checkpointed::new(mechanism, DIM, &mut workspace, noise)?;
     #[cfg(feature = "size-checkpoint")]
-    // 14 + 50 + 4·(state) + 4 bytes; the state is at most the workspace and, for BLT, 8 floats.
-    let (mut counter, mut slot) = (counter, [0u8; 68 + 4 * (config::WORKSPACE + 8)]);
+    // `Shape::checkpoint_len` bytes (`build.rs`): 14 + 50 + 4·(floats of state) + 4.
+    let (mut counter, mut slot) = (counter, [0u8; config::CHECKPOINT]);
     let mut input = [0.0f32; DIM];
     let mut release = [0.0f32; DIM];
     let mut checksum = 0u32;

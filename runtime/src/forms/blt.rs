@@ -1,6 +1,6 @@
-//! Replay of the BLT form (buffered linear Toeplitz, Dvijotham, McMahan, Pillutla, Steinke,
-//! Thakurta 2024; `formats/SPEC.md`, decoder 2): private prefix sums with `m` buffers per
-//! coordinate and no dependence on the horizon.
+//! Replay of the BLT form (buffered linear Toeplitz, Dvijotham et al. 2024; `formats/SPEC.md`,
+//! decoder 2): private prefix sums with `m` buffers per coordinate and no dependence on the
+//! horizon.
 //!
 //! `C⁻¹` is Toeplitz with `r_0 = 1`, `r_k = Σ_j ω_j θ_j^{k−1}`, and the noise of step `t` is
 //! `Σ_{u ≤ t} w_u` with `w = C⁻¹ z`. Step `t` (0-based), per coordinate:
@@ -13,12 +13,12 @@
 //! ```
 //!
 //! The workspace is `(m + 2)·d` floats: the buffers and the accumulator of inputs and noise with
-//! its compensation, for any number of steps; the accumulator stays within a few ulps of the
-//! exact sum however long the stream runs (measured in `runtime/src/sum.rs`). The stream stops
-//! at the blob's `steps`, the horizon its sensitivity was computed for — unless the blob's
-//! sensitivity holds for every horizon (`SensitivityMethod::BltTailBound`, `mfc compile --form
-//! blt --horizon unbounded`): then it runs until its `u32` step counter is exhausted
-//! (4 294 967 295 steps, 136 years at one step a second) and refuses the next step
+//! its compensation, for any number of steps; the accumulator stays within a few ulps of the exact
+//! sum however long the stream runs (measured in `runtime/src/sum.rs`). The stream stops at the
+//! blob's `steps`, the horizon its sensitivity was computed for — unless the blob's sensitivity
+//! holds for every horizon (`SensitivityMethod::BltTailBound`,
+//! `mfc compile --form blt --horizon unbounded`): then it runs until its `u32` step counter is
+//! exhausted (4 294 967 295 steps, 136 years at one step a second) and refuses the next step
 //! ([`Error::StreamFinished`]) rather than reuse a noise row.
 //!
 //! [`BltStream::step_examples`] clips a step's examples one by one, as
@@ -28,13 +28,41 @@
 
 use mfc_formats::{Blt, Decoder, Mechanism, Validated, Workload};
 
-use crate::checkpoint::KEY_CHECK;
+use super::setup::{dimension_supported, horizon, prepare, recorded_noise_multiplier};
+use super::step::{add_examples, check_examples, check_input, check_step};
 use crate::clip::clip_factor_with_largest;
-use crate::noise::{MAX_COORDINATES, NoiseSource};
-use crate::stream::{
-    add_examples, check_examples, check_input, check_step, prepare, recorded_noise_multiplier,
-};
-use crate::{Error, sum};
+use crate::error::Error;
+use crate::noise::NoiseSource;
+use crate::sum;
+
+/// Coordinates of the newest noise row a BLT stream keeps besides its buffers, which mix every
+/// past row so that none can be read back from them: a checkpoint carries them, and restore
+/// compares them with the key's regeneration ([`crate::checkpoint`], whose key check compares
+/// this many coordinates in every form).
+pub(crate) const KEY_CHECK: usize = 8;
+
+/// Floats of workspace of a BLT stream with `buffers` buffers (`m`) of `dim` coordinates:
+/// `(m + 2)·d` — the buffers, the running sum and its compensation — for any number of steps.
+/// `None` when `dim` is 0 or more than a noise row can address, or the size overflows `usize`.
+pub const fn workspace_len(buffers: u32, dim: usize) -> Option<usize> {
+    if !dimension_supported(dim) {
+        return None;
+    }
+    let Some(rows) = (buffers as usize).checked_add(2) else {
+        return None;
+    };
+    rows.checked_mul(dim)
+}
+
+/// Floats of state a checkpoint of a BLT stream carries: its workspace and the first
+/// `min(d, 8)` coordinates of the newest noise row, for the key check ([`crate::checkpoint`]).
+pub const fn state_len(buffers: u32, dim: usize) -> Option<usize> {
+    let Some(workspace) = workspace_len(buffers, dim) else {
+        return None;
+    };
+    let tag = if dim < KEY_CHECK { dim } else { KEY_CHECK };
+    workspace.checked_add(tag)
+}
 
 /// A stream releasing one private prefix sum per step from a BLT blob.
 pub struct BltStream<'m, 'w, N: NoiseSource> {
@@ -57,6 +85,11 @@ pub struct BltStream<'m, 'w, N: NoiseSource> {
     noise: N,
 }
 
+/// The buffers `m` of a BLT decoder (at most 64 in a validated blob).
+pub(crate) fn buffers(decoder: &Blt<'_>) -> Result<u32, Error> {
+    u32::try_from(decoder.buffers()).map_err(|_| Error::InvalidDimension)
+}
+
 fn blt<'m>(mechanism: &Mechanism<'m>) -> Result<Blt<'m>, Error> {
     match mechanism.decoder {
         Decoder::Blt(d) => Ok(d),
@@ -64,28 +97,13 @@ fn blt<'m>(mechanism: &Mechanism<'m>) -> Result<Blt<'m>, Error> {
     }
 }
 
-/// The steps a BLT stream releases: the blob's `steps`, or for a sensitivity valid for every
-/// horizon (`SensitivityMethod::BltTailBound`) `u32::MAX`, the step counter's own limit — the
-/// stream never stops earlier, and refuses the step after it rather than reuse a noise row.
-pub(crate) fn horizon(mechanism: &Mechanism<'_>) -> u32 {
-    if mechanism.header.sensitivity.method.covers_every_horizon() {
-        u32::MAX
-    } else {
-        mechanism.header.steps
-    }
-}
-
 impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
-    /// Floats of workspace for dimension `dim`: `(m + 2)·d`.
+    /// Floats of workspace for dimension `dim`: [`workspace_len`]`(m, dim)`, `(m + 2)·d`.
+    /// Errors: [`Error::UnsupportedDecoder`] for a blob of another form,
+    /// [`Error::InvalidDimension`] for a `dim` out of range.
     pub fn workspace_len(mechanism: &Validated<'_>, dim: usize) -> Result<usize, Error> {
         let d = blt(mechanism)?;
-        if dim == 0 || dim as u64 > MAX_COORDINATES {
-            return Err(Error::InvalidDimension);
-        }
-        d.buffers()
-            .checked_add(2)
-            .and_then(|w| w.checked_mul(dim))
-            .ok_or(Error::InvalidDimension)
+        workspace_len(buffers(&d)?, dim).ok_or(Error::InvalidDimension)
     }
 
     /// A stream using the noise multiplier recorded in the blob.
@@ -214,10 +232,15 @@ impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
     }
 }
 
-/// The raw state, for [`checkpoint`](crate::checkpoint) only.
+/// The raw state, for [`checkpoint`](crate::checkpoint) and [`Replay`](crate::Replay) only.
 impl<'m, N: NoiseSource> BltStream<'m, '_, N> {
     pub(crate) fn decoder(&self) -> &Blt<'m> {
         &self.decoder
+    }
+
+    /// `m`, the buffers per coordinate (at most 64 in a validated blob).
+    pub(crate) fn buffers(&self) -> u32 {
+        self.decoder.buffers() as u32
     }
 
     /// `σ·ζ·sens`, as the stream applies it (`f32`).

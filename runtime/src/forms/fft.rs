@@ -1,6 +1,6 @@
-//! Replay of the FFT decoder form (`SPEC.md`, decoder 1; Choquette-Choo et al. 2023, §4 and
-//! App. K) without allocation: the noise of a block of `m` steps is produced at its first step
-//! by FFT convolution, `O(d·m log m)`, then released step by step.
+//! Replay of the FFT decoder form (`SPEC.md`, decoder 1; 001 §4 and App. K) without allocation: the
+//! noise of a block of `m` steps is produced at its first step by FFT convolution, `O(d·m log m)`,
+//! then released step by step.
 //!
 //! Block `i` draws noise row `i` of the [`NoiseSource`] with `2m·d` coordinates: `z_{i,j}[c]`
 //! (`j < 2m`) is coordinate `c·2m + j`, so each coordinate's `2m` draws are one contiguous run.
@@ -11,12 +11,13 @@
 //!   `w = IFFT(FFT(z)·K)` with `K` the spectrum of the kernel laid out at lags `−(2m−1) … m−1`
 //!   (2 FFTs);
 //! - **Mechanism 2** (`FftKind::OptimalDecoder`): `u = EᵀŶᵀz` the same way, then the
-//!   Gohberg–Semencul product `ξ = (L(x̂)(L(x̂)ᵀu) − L(x̃)(L(x̃)ᵀu))/x̂₀`, `x̃ = (0, x̂_{m−1}, …, x̂₁)`
-//!   (the exact inverse of the Toeplitz `T̂ = EᵀŶᵀŶE` for the exact generator, 001 App. K
-//!   Prop. K.2): `L(g)ᵀ` multiplies by the conjugate spectrum of `g`, `L(g)` by the spectrum, and
-//!   the two products are combined before one inverse transform (8 FFTs); then `w_r = Σ_{q≤r} ξ_q`.
-//!   This is `O(m log m)` per block and coordinate, not the `O(m log² m)` of a superfast solver:
-//!   the compiler has already solved the Toeplitz system (Levinson–Durbin) and stored `x̂`.
+//!   Gohberg–Semencul product `ξ = (L(x̂)(L(x̂)ᵀu) − L(x̃)(L(x̃)ᵀu))/x̂₀`,
+//!   `x̃ = (0, x̂_{m−1}, …, x̂₁)` (the exact inverse of the Toeplitz `T̂ = EᵀŶᵀŶE` for the exact
+//!   generator, 001 App. K Prop. K.2): `L(g)ᵀ` multiplies by the conjugate spectrum of `g`, `L(g)`
+//!   by the spectrum, and the two products are combined before one inverse transform (8 FFTs); then
+//!   `w_r = Σ_{q≤r} ξ_q`. This is `O(m log m)` per block and coordinate, not the `O(m log² m)` of a
+//!   superfast solver: the compiler has already solved the Toeplitz system (Levinson–Durbin) and
+//!   stored `x̂`.
 //!
 //! Step `r` of block `i` releases `s + σζ·sens·(carry + w_r)` with `s` the running sum of clipped
 //! inputs (compensated, `runtime/src/sum.rs`) and `carry = Σ_{i'<i} w_{i',m−1}`: stamping (001 App.
@@ -40,13 +41,12 @@ use bytemuck::try_cast_slice_mut;
 use mfc_formats::{Decoder, F32Table, Fft, FftKind, Mechanism, Validated, Workload};
 use num_complex::Complex32;
 
+use super::setup::{prepare, recorded_noise_multiplier};
+use super::step::{Input, add_examples, check_examples, check_input, check_step};
 use crate::clip::clip_factor_with_largest;
+use crate::error::Error;
 use crate::noise::{MAX_COORDINATES, NoiseSource};
-use crate::stream::{
-    Input, add_examples, check_examples, check_input, check_step, prepare,
-    recorded_noise_multiplier,
-};
-use crate::{Error, sum};
+use crate::sum;
 
 /// The largest FFT size this build supports.
 pub const MAX_FFT_SIZE: usize = if cfg!(feature = "fft-32768") {
@@ -80,8 +80,64 @@ pub struct FftStream<'m, 'w, N: NoiseSource> {
     noise: N,
 }
 
-/// The sizes derived from a blob: `(decoder, m, N, complex buffers)`.
-fn layout<'m>(mechanism: &Mechanism<'m>) -> Result<(Fft<'m>, usize, usize, usize), Error> {
+/// `N`, the FFT size of a block of `m` steps: the least power of two `≥ 3m − 1` (at least 2),
+/// so that circular convolution equals the needed linear one.
+const fn fft_size(m: usize) -> usize {
+    let size = (3 * m - 1).next_power_of_two();
+    if size < 2 { 2 } else { size }
+}
+
+/// `k`, the complex buffers of `N` values a block of `kind` needs: the kernel spectrum and a
+/// transform (Mechanism 1), plus the generator's two spectra and a second transform (Mechanism
+/// 2). `None` for a kind a later format version adds.
+const fn complex_buffers(kind: FftKind) -> Option<usize> {
+    match kind {
+        FftKind::Circulant => Some(2),
+        FftKind::OptimalDecoder => Some(5),
+        _ => None,
+    }
+}
+
+/// Floats of workspace of an FFT stream (`kind`, block `m`) of `dim` coordinates:
+/// `(m + 3)·d + 2m + 2N·k` — the block's noise, the carry, the running sum and its compensation
+/// (`(m + 3)·d`, the state a checkpoint carries), the draws of one coordinate (`2m`), and `k`
+/// complex buffers of the FFT size `N` (module docs). `None` when the block is 0 or longer than
+/// this build replays ([`MAX_BLOCK`]), when `dim` is 0 or a block's `2m·d` draws are more than a
+/// noise row can address, or when the size overflows `usize`.
+pub const fn workspace_len(kind: FftKind, block: u32, dim: usize) -> Option<usize> {
+    if block == 0 || block > MAX_BLOCK || dim == 0 {
+        return None;
+    }
+    let m = block as usize;
+    let Some(draws) = (2 * m as u64).checked_mul(dim as u64) else {
+        return None;
+    };
+    if draws > MAX_COORDINATES {
+        return None;
+    }
+    let Some(buffers) = complex_buffers(kind) else {
+        return None;
+    };
+    let Some(state) = state_len(block, dim) else {
+        return None;
+    };
+    let Some(with_draws) = state.checked_add(2 * m) else {
+        return None;
+    };
+    with_draws.checked_add(2 * fft_size(m) * buffers)
+}
+
+/// Floats of state a checkpoint of an FFT stream (block `m`) carries: `(m + 3)·d` (the spectra
+/// are recomputed from the blob, the draws are scratch). `None` on overflow.
+pub const fn state_len(block: u32, dim: usize) -> Option<usize> {
+    let Some(rows) = (block as usize).checked_add(3) else {
+        return None;
+    };
+    rows.checked_mul(dim)
+}
+
+/// The sizes derived from a blob: `(decoder, m, N)`.
+fn layout<'m>(mechanism: &Mechanism<'m>) -> Result<(Fft<'m>, usize, usize), Error> {
     let Decoder::Fft(decoder) = mechanism.decoder else {
         return Err(Error::UnsupportedDecoder);
     };
@@ -91,31 +147,21 @@ fn layout<'m>(mechanism: &Mechanism<'m>) -> Result<(Fft<'m>, usize, usize, usize
             max: MAX_BLOCK,
         });
     }
+    if complex_buffers(decoder.kind).is_none() {
+        return Err(Error::UnsupportedDecoder);
+    }
     let m = decoder.block as usize;
-    let size = (3 * m - 1).next_power_of_two().max(2);
-    let buffers = match decoder.kind {
-        FftKind::Circulant => 2,
-        FftKind::OptimalDecoder => 5,
-        #[allow(unreachable_patterns)]
-        _ => return Err(Error::UnsupportedDecoder),
-    };
-    Ok((decoder, m, size, buffers))
+    Ok((decoder, m, fft_size(m)))
 }
 
 impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
-    /// Floats of workspace a stream of dimension `dim` needs: `(m + 3)·d + 2m + 2N·k` (module
-    /// docs).
+    /// Floats of workspace a stream of dimension `dim` needs: [`workspace_len`]`(kind, m, dim)`,
+    /// `(m + 3)·d + 2m + 2N·k` (module docs). Errors: [`Error::UnsupportedDecoder`] for a blob of
+    /// another form, [`Error::FftBlockTooLarge`] for a block this build cannot replay,
+    /// [`Error::InvalidDimension`] for a `dim` out of range.
     pub fn workspace_len(mechanism: &Validated<'_>, dim: usize) -> Result<usize, Error> {
-        let (_, m, size, buffers) = layout(mechanism)?;
-        let coordinates = (2 * m as u64).checked_mul(dim as u64);
-        if dim == 0 || coordinates.is_none_or(|c| c > MAX_COORDINATES) {
-            return Err(Error::InvalidDimension);
-        }
-        (m + 3)
-            .checked_mul(dim)
-            .and_then(|w| w.checked_add(2 * m))
-            .and_then(|w| w.checked_add(2 * size * buffers))
-            .ok_or(Error::InvalidDimension)
+        let (decoder, _, _) = layout(mechanism)?;
+        workspace_len(decoder.kind, decoder.block, dim).ok_or(Error::InvalidDimension)
     }
 
     /// A stream using the noise multiplier recorded in the blob.
@@ -137,7 +183,7 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
         noise: N,
         noise_multiplier: f64,
     ) -> Result<Self, Error> {
-        let (decoder, m, size, _) = layout(&mechanism)?;
+        let (decoder, m, size) = layout(&mechanism)?;
         let needed = Self::workspace_len(&mechanism, dim)?;
         let (scales, workspace) = prepare(&mechanism, noise_multiplier, workspace, needed)?;
         let h = mechanism.header;
@@ -294,7 +340,7 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
     }
 }
 
-/// The raw state, for [`checkpoint`](crate::checkpoint) only.
+/// The raw state, for [`checkpoint`](crate::checkpoint) and [`Replay`](crate::Replay) only.
 impl<'m, N: NoiseSource> FftStream<'m, '_, N> {
     pub(crate) fn decoder(&self) -> &Fft<'m> {
         &self.decoder
@@ -400,14 +446,12 @@ fn block_pair<N: NoiseSource>(
 }
 
 fn buffers_for(kind: FftKind) -> usize {
-    match kind {
-        FftKind::OptimalDecoder => 5,
-        _ => 2,
-    }
+    complex_buffers(kind).unwrap_or(2)
 }
 
-/// `a ← (L(x)(L(x)ᵀu) − L(x̃)(L(x̃)ᵀu))·x̂₀` for `u = a[..m]` (real and imaginary parts apart), with `x`, `x_tilde` the
-/// spectra of the generator and of `x̃` (the division by `x̂₀` is left to the caller).
+/// `a ← (L(x)(L(x)ᵀu) − L(x̃)(L(x̃)ᵀu))·x̂₀` for `u = a[..m]` (real and imaginary parts apart),
+/// with `x`, `x_tilde` the spectra of the generator and of `x̃` (the division by `x̂₀` is left to
+/// the caller).
 fn gohberg_semencul(
     a: &mut [Complex32],
     b: &mut [Complex32],

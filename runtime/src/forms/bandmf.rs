@@ -36,13 +36,28 @@ use core::ops::Range;
 
 use mfc_formats::{BandMf, Decoder, F32Table, Mechanism, Validated, Workload};
 
+use super::setup::{dimension_supported, prepare, recorded_noise_multiplier};
+use super::step::{CHUNK, add_examples, check_examples, check_input, check_step};
 use crate::clip::{clip_factor, clip_factor_with_largest};
+use crate::error::Error;
 use crate::noise::{MAX_COORDINATES, NoiseSource};
-use crate::stream::{
-    CHUNK, add_examples, check_examples, check_input, check_step, prepare,
-    recorded_noise_multiplier,
-};
-use crate::{Error, sum};
+use crate::sum;
+
+/// Floats of workspace of a BandMF stream with `bands` bands (`b̂`) of `dim` coordinates:
+/// `(b̂ + 2)·d` for the prefix sum (the ring of the last `b̂` rows of `w`, the running sum and its
+/// compensation), `b̂·d` for another workload (`prefix_sum` false) — all of which a checkpoint
+/// carries. `None` when `dim` is 0 or more than a noise row can address, or the size overflows
+/// `usize`.
+pub const fn workspace_len(bands: u32, prefix_sum: bool, dim: usize) -> Option<usize> {
+    if !dimension_supported(dim) {
+        return None;
+    }
+    let sums = if prefix_sum { 2 } else { 0 };
+    let Some(rows) = (bands as usize).checked_add(sums) else {
+        return None;
+    };
+    rows.checked_mul(dim)
+}
 
 /// A stream releasing one private prefix sum (or noised input row) per step from a BandMF blob.
 pub struct BandMfStream<'m, 'w, N: NoiseSource> {
@@ -99,18 +114,14 @@ pub(crate) fn forward_substitution(
 }
 
 impl<'m, 'w, N: NoiseSource> BandMfStream<'m, 'w, N> {
-    /// Floats of workspace for dimension `dim`: `(b̂ + 2)·d` for the prefix sum (the ring, the
-    /// running sum and its compensation), `b̂·d` for another workload.
+    /// Floats of workspace for dimension `dim`: [`workspace_len`]`(b̂, prefix_sum, dim)`,
+    /// `(b̂ + 2)·d` for the prefix sum, `b̂·d` for another workload. Errors:
+    /// [`Error::UnsupportedDecoder`] for a blob of another form, [`Error::InvalidDimension`] for a
+    /// `dim` out of range.
     pub fn workspace_len(mechanism: &Validated<'_>, dim: usize) -> Result<usize, Error> {
         let d = bandmf(mechanism)?;
-        if dim == 0 || dim as u64 > MAX_COORDINATES {
-            return Err(Error::InvalidDimension);
-        }
-        let sums = 2 * usize::from(matches!(mechanism.header.workload, Workload::PrefixSum));
-        d.bands()
-            .checked_add(sums)
-            .and_then(|w| w.checked_mul(dim))
-            .ok_or(Error::InvalidDimension)
+        let prefix_sum = matches!(mechanism.header.workload, Workload::PrefixSum);
+        workspace_len(d.bands, prefix_sum, dim).ok_or(Error::InvalidDimension)
     }
 
     /// A stream using the noise multiplier recorded in the blob.
@@ -227,10 +238,10 @@ impl<'m, 'w, N: NoiseSource> BandMfStream<'m, 'w, N> {
     }
 
     /// [`step`](Self::step) with the clip factor given by the caller: `clip` must be
-    /// `min(1, ζ/‖x‖)` for the **whole** input row `x` ([`clip_factor`]`(x,
-    /// ζ)`, ζ from [`clip_norm`](Self::clip_norm)), of which `input` is this shard's part. The
-    /// stream checks that `clip` lies in `[0, 1]` but cannot check that it is the whole row's:
-    /// privacy rests on the caller here.
+    /// `min(1, ζ/‖x‖)` for the **whole** input row `x` ([`clip_factor`]`(x, ζ)`, ζ from
+    /// [`clip_norm`](Self::clip_norm)), of which `input` is this shard's part. The stream checks
+    /// that `clip` lies in `[0, 1]` but cannot check that it is the whole row's: privacy rests on
+    /// the caller here.
     pub fn step_clipped(
         &mut self,
         input: &[f32],
@@ -383,7 +394,7 @@ impl<'m, 'w, N: NoiseSource> BandMfStream<'m, 'w, N> {
     }
 }
 
-/// The raw state, for [`checkpoint`](crate::checkpoint) only.
+/// The raw state, for [`checkpoint`](crate::checkpoint) and [`Replay`](crate::Replay) only.
 impl<'m, N: NoiseSource> BandMfStream<'m, '_, N> {
     pub(crate) fn decoder(&self) -> &BandMf<'m> {
         &self.decoder
