@@ -261,7 +261,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         (Some(c), Ok(Some((epsilon, delta)))) => println!(
             "noise multiplier    σ = {:.6} for (ε, δ) = ({}, {delta:e}), {neighbouring} neighbours (ε derived from σ at the stored δ)",
             c.noise_multiplier,
-            mfc_compiler::report::epsilon_text(*epsilon),
+            mfc_compiler::request::epsilon_text(*epsilon),
         ),
         (Some(c), Ok(None)) => println!("noise multiplier    σ = {:.6}", c.noise_multiplier),
         (Some(c), Err(e)) => println!(

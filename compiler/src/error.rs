@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::request::OptionError;
+use crate::request::option::OptionError;
 
 /// Why compiling, reading or writing a mechanism failed.
 #[derive(Debug)]
@@ -77,7 +77,7 @@ impl fmt::Display for Error {
                 f,
                 "the blob claims (ε, δ) = ({claimed_epsilon}, {delta:e}), but its noise multiplier σ = {noise_multiplier} gives ε = {} at that δ: its stored privacy target is false",
                 if epsilon.is_finite() {
-                    crate::report::epsilon_text(*epsilon)
+                    crate::request::option::epsilon_text(*epsilon)
                 } else {
                     "more than 10⁴".to_string()
                 }

@@ -13,6 +13,7 @@ use crate::Result;
 use crate::forms::banded::CompiledMechanism;
 use crate::optimize::optimum::certificate_holds;
 use crate::privacy::participation::Participation;
+use crate::request::epsilon_text;
 use crate::ship::blob::{BlobOptions, neighbouring_factor};
 
 /// The privacy calibration recorded in a blob, as reported.
@@ -65,12 +66,6 @@ pub fn derived_privacy(
         });
     }
     Ok(Some((epsilon, target.delta)))
-}
-
-/// `ε` for a report: rounded **up** to six decimals, without trailing zeros (`2` for the
-/// `1.999999999…` of a `σ` calibrated for `ε = 2` and rounded up).
-pub fn epsilon_text(epsilon: f64) -> String {
-    format!("{}", (epsilon * 1e6).ceil() / 1e6)
 }
 
 /// What every compile report states about what ships, whatever its form: the schema and the
