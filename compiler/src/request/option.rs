@@ -57,11 +57,21 @@ pub enum Opt {
     NoiseMultiplier,
     /// Run a compile whose estimated memory exceeds what is available.
     Force,
+    /// The Poisson sampling probability `q` of each step (the accountant).
+    SamplingProb,
+    /// The number of examples in the dataset (the accountant).
+    DatasetSize,
+    /// The expected batch size (the accountant).
+    BatchSize,
+    /// The grid interval of privacy losses (the accountant's discretization).
+    Discretization,
+    /// The probability the accountant may move to infinite loss by truncation.
+    TailMass,
 }
 
 impl Opt {
     /// Every option, for the renderers' placeholders.
-    pub const ALL: [Opt; 23] = [
+    pub const ALL: [Opt; 28] = [
         Opt::Workload,
         Opt::Cooldown,
         Opt::Steps,
@@ -85,6 +95,11 @@ impl Opt {
         Opt::Delta,
         Opt::NoiseMultiplier,
         Opt::Force,
+        Opt::SamplingProb,
+        Opt::DatasetSize,
+        Opt::BatchSize,
+        Opt::Discretization,
+        Opt::TailMass,
     ];
 
     /// The option's identifier (`min_sep`).
@@ -113,6 +128,11 @@ impl Opt {
             Opt::Delta => "delta",
             Opt::NoiseMultiplier => "noise_multiplier",
             Opt::Force => "force",
+            Opt::SamplingProb => "sampling_prob",
+            Opt::DatasetSize => "dataset_size",
+            Opt::BatchSize => "batch_size",
+            Opt::Discretization => "discretization",
+            Opt::TailMass => "tail_mass",
         }
     }
 
