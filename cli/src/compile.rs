@@ -76,8 +76,9 @@ pub struct Args {
     /// [default: 50].
     #[arg(long, allow_negative_numbers = true, value_parser = options::refine)]
     refine: Option<usize>,
-    /// Banded form: stop optimizing when the relative duality gap is at most this (at least 1e-4
-    /// for the multi-epoch optimizer) [default: 1e-6].
+    /// Banded form: stop optimizing when the relative duality gap is at most this (single
+    /// participation and fixed epoch order, both certified by a dual point; the min-separation
+    /// optimizer has no dual bound and ignores it) [default: 1e-6].
     #[arg(long, allow_negative_numbers = true, value_parser = options::gap)]
     gap: Option<f64>,
     /// ζ: the L2 norm the runtime clips every input row to.

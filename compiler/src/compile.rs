@@ -359,7 +359,8 @@ impl Job<'_> {
                     ..OptimizeOptions::default()
                 },
                 multi_epoch: MultiEpochOptions {
-                    relative_gap: gap.max(1e-4),
+                    // Newton on the dual converges quadratically: the gap asked for is reached.
+                    relative_gap: gap,
                     ..MultiEpochOptions::default()
                 },
                 ..OptimumOptions::default()
@@ -380,10 +381,20 @@ impl Job<'_> {
             Stamps::Count(s) => s,
         };
         let mut on_progress = |p: &Progress| {
-            on_event(Event::Progress(format!(
-                "optimizing n = {steps}: iteration {}, relative duality gap {:.2e} (target {:.0e})",
-                p.iteration, p.relative_gap, gap
-            )));
+            // The min-separation optimizer has no dual bound: it reports its loss, never a gap
+            // (NaN) or a target it does not aim at.
+            let line = if p.relative_gap.is_finite() {
+                format!(
+                    "optimizing n = {steps}: iteration {}, relative duality gap {:.2e} (target {:.0e})",
+                    p.iteration, p.relative_gap, gap
+                )
+            } else {
+                format!(
+                    "optimizing n = {steps} under min-separation: iteration {}, loss {:.6e} (no duality gap: no dual bound under min-separation)",
+                    p.iteration, p.primal
+                )
+            };
+            on_event(Event::Progress(line));
         };
         let mut compiled = compile_banded(a.as_ref(), band, rank, &options, &mut on_progress)?;
         let written = crate::forms::banded::encode(&compiled, workload, &self.blob_options)?;
@@ -942,5 +953,37 @@ mod tests {
             stamps: 3,
         };
         assert!(refused(r).contains("--stamps 3: expected a divisor of --steps (16)"));
+    }
+
+    /// Issue 31: under min-separation the banded form's optimizer has no dual bound; its
+    /// progress states the loss, never a NaN gap or a target it cannot reach.
+    #[test]
+    fn min_separation_progress_shows_no_gap() {
+        let request = Options {
+            steps: Some(32),
+            epochs: Some(2),
+            min_sep: Some(16),
+            form: Some(FormKind::Banded),
+            band: Some(2),
+            rank: Some(2),
+            refine: Some(0),
+            noise_multiplier: Some(1.0),
+            ..Options::default()
+        }
+        .request()
+        .unwrap();
+        let mut lines = Vec::new();
+        compile(&request, &mut |event| {
+            if let Event::Progress(line) = event {
+                lines.push(line);
+            }
+        })
+        .unwrap();
+        let optimizing: Vec<_> = lines.iter().filter(|l| l.contains("iteration")).collect();
+        assert!(!optimizing.is_empty(), "{lines:?}");
+        for line in optimizing {
+            assert!(!line.contains("NaN") && !line.contains("target"), "{line}");
+            assert!(line.contains("under min-separation"), "{line}");
+        }
     }
 }

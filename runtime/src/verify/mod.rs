@@ -543,7 +543,7 @@ fn bandmf(
 }
 
 /// One step of the BLT encoder's filter, the device's decoder run backwards
-/// (`runtime/src/blt.rs`): `ĉ_t = δ_t − Σ_j ω_j s_j`, then `s_j ← θ_j s_j + ĉ_t`, in plain
+/// (`runtime/src/forms/blt.rs`): `ĉ_t = δ_t − Σ_j ω_j s_j`, then `s_j ← θ_j s_j + ĉ_t`, in plain
 /// `f64` with `state` the `m` buffers. Returns `ĉ_t`.
 fn blt_step(theta: F32Table<'_>, omega: F32Table<'_>, state: &mut [f64], input: f64) -> f64 {
     let m = theta.as_bytes().len() / 4;
