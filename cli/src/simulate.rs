@@ -173,6 +173,28 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut ws = vec![0.0; Replay::workspace_len(&m, dim)?];
     let mut replay = Replay::open(m, dim, &mut ws, noise)?;
     let noise_only = !replay.releases_prefix_sums() && !matches!(replay, Replay::BandMf(_));
+    // The whole input checked before the first step, so that nothing is streamed in vain: no
+    // more rows than the blob's horizon, every row within the range the runtime clips exactly.
+    let horizon = u64::from(replay.horizon());
+    if inputs.len() as u64 > horizon {
+        return Err(crate::options::Refusal(format!(
+            "{}: {} rows, but the blob releases at most {horizon} steps",
+            args.input.display(),
+            inputs.len()
+        ))
+        .into());
+    }
+    if !noise_only {
+        for (row, x) in inputs.iter().enumerate() {
+            if let Err(e) = replay.check_input(x) {
+                return Err(crate::options::Refusal(format!(
+                    "{}: row {row} (step {row}): {e}",
+                    args.input.display()
+                ))
+                .into());
+            }
+        }
+    }
     for (x, y) in inputs.iter().zip(&mut out) {
         if noise_only {
             replay.step_noise(y)?;

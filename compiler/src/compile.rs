@@ -27,7 +27,7 @@ use crate::report::{CompileReport, PrivacyStatement};
 use crate::request::{
     CompileRequest, FormSpec, Horizon, Opt, OptionError, Privacy, Stamps, WorkloadSpec,
 };
-use crate::ship::blob::{BlobOptions, neighbouring_factor};
+use crate::ship::blob::BlobOptions;
 use crate::workload::{self, Schedule, Workload};
 
 /// The largest horizon a banded Toeplitz BandMF takes with a learning-rate schedule without
@@ -380,18 +380,25 @@ impl Job<'_> {
             }
             Stamps::Count(s) => s,
         };
+        let min_separation = matches!(self.participation, Participation::MinSeparation { .. });
         let mut on_progress = |p: &Progress| {
             // The min-separation optimizer has no dual bound: it reports its loss, never a gap
-            // (NaN) or a target it does not aim at.
-            let line = if p.relative_gap.is_finite() {
+            // (NaN) or a target it does not aim at. The others report their gap once a dual
+            // point bounds it.
+            let line = if min_separation {
+                format!(
+                    "optimizing n = {steps} under min-separation: iteration {}, loss {:.6e} (no dual bound under min-separation: no duality gap)",
+                    p.iteration, p.primal
+                )
+            } else if p.relative_gap.is_finite() {
                 format!(
                     "optimizing n = {steps}: iteration {}, relative duality gap {:.2e} (target {:.0e})",
                     p.iteration, p.relative_gap, gap
                 )
             } else {
                 format!(
-                    "optimizing n = {steps} under min-separation: iteration {}, loss {:.6e} (no duality gap: no dual bound under min-separation)",
-                    p.iteration, p.primal
+                    "optimizing n = {steps}: iteration {}, relative duality gap not bounded yet (target {:.0e})",
+                    p.iteration, gap
                 )
             };
             on_event(Event::Progress(line));
@@ -447,7 +454,7 @@ impl Job<'_> {
         let written = crate::forms::blt::encode(&compiled, &self.blob_options)?;
         compiled.sensitivity = written.sensitivity;
         let blob = written.bytes;
-        let factor = neighbouring_factor(self.blob_options.neighbouring)?;
+        let factor = self.blob_options.neighbouring.sensitivity_factor();
         let e = &compiled.horizon_error;
         let design = PrivacyStatement::new(
             &self.blob_options,
@@ -514,7 +521,7 @@ impl Job<'_> {
         let written = crate::forms::blt::encode(compiled, &self.blob_options)?;
         compiled.sensitivity = written.sensitivity;
         let blob = written.bytes;
-        let factor = neighbouring_factor(self.blob_options.neighbouring)?;
+        let factor = self.blob_options.neighbouring.sensitivity_factor();
         let statement = PrivacyStatement::new(
             &self.blob_options,
             &compiled.participation,
@@ -718,7 +725,7 @@ impl Job<'_> {
         let written = crate::forms::bandmf::encode(&compiled, workload, &self.blob_options)?;
         compiled.sensitivity = written.sensitivity;
         let blob = written.bytes;
-        let factor = neighbouring_factor(self.blob_options.neighbouring)?;
+        let factor = self.blob_options.neighbouring.sensitivity_factor();
         let prefix = matches!(workload, Workload::PrefixSum);
         let floats = compiled.bands + 2 * usize::from(prefix);
         let kind_name = match kind {

@@ -14,7 +14,7 @@ use crate::forms::banded::CompiledMechanism;
 use crate::optimize::optimum::certificate_holds;
 use crate::privacy::participation::Participation;
 use crate::request::epsilon_text;
-use crate::ship::blob::{BlobOptions, neighbouring_factor};
+use crate::ship::blob::BlobOptions;
 
 /// The privacy calibration recorded in a blob, as reported.
 #[derive(Debug, Clone, Serialize)]
@@ -117,7 +117,7 @@ impl PrivacyStatement {
         method: SensitivityMethod,
         per_step_variance: &[f64],
     ) -> Result<Self> {
-        let factor = neighbouring_factor(options.neighbouring)?;
+        let factor = options.neighbouring.sensitivity_factor();
         let clip_norm = options.clip_norm;
         let step_stddev: Vec<f64> = per_step_variance
             .iter()
@@ -348,7 +348,7 @@ impl CompileReport {
         blob_bytes: usize,
     ) -> Result<Self> {
         let c = &compiled.compressed;
-        let factor = neighbouring_factor(options.neighbouring)?;
+        let factor = options.neighbouring.sensitivity_factor();
         let banded_optimum = match compiled.participation {
             Participation::MinSeparation { min_separation, .. } => {
                 Some(min_separation.min(c.steps / compiled.stamps))

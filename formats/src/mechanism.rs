@@ -112,6 +112,19 @@ pub enum Neighbouring {
     ReplaceOne,
 }
 
+impl Neighbouring {
+    /// How much the relation scales the encoder's sensitivity, and so every noise figure: the
+    /// input moves by one record's contribution under add/remove (`1`), by the difference of
+    /// two under replace-one (`2`). The one place the factor is written: the compiler, the
+    /// verifier, the lower bound and the accountant all read it here.
+    pub const fn sensitivity_factor(self) -> f64 {
+        match self {
+            Neighbouring::AddOrRemove => 1.0,
+            Neighbouring::ReplaceOne => 2.0,
+        }
+    }
+}
+
 /// The payload's trailing extensions (`SPEC.md`, "Extensions"): each is written only when its
 /// value differs from the default, in increasing variant order, so a mechanism keeps exactly one
 /// encoding and a blob without extensions reads as before.

@@ -475,6 +475,15 @@ impl<'a, N: NoiseSource> Replay<'a, N> {
         dispatch!(self, s => s.clip_norm())
     }
 
+    /// The checks [`step`](Self::step) makes of an input row before it changes anything — its
+    /// length ([`Error::DimensionMismatch`]), every coordinate finite
+    /// ([`Error::NonFiniteInput`]) and within the range clipping handles exactly
+    /// ([`Error::InputTooLarge`]) — without stepping. A caller releasing a batch of rows checks
+    /// every row first, so that a refused batch releases none of them.
+    pub fn check_input(&self, input: &[f32]) -> Result<(), Error> {
+        crate::forms::check_input(self.dim(), input, self.clip_norm()).map(|_| ())
+    }
+
     /// Bytes [`checkpoint`](Self::checkpoint) may need: `14 + 50 + 4·f + 4` with `f` the floats
     /// of state ([`Shape::checkpoint_len`]).
     pub fn checkpoint_capacity(&self) -> usize {

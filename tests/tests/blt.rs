@@ -434,21 +434,30 @@ fn the_device_verifies_unbounded_horizon_blobs() {
         ));
         last = bytes;
     }
-    // Forged parameters with the honest recorded value: a growing encoder, then one at
-    // spectral radius exactly 1 (θ − ω = 1).
-    for (theta, omega) in [
-        (&[0.5f32, 0.5][..], &[-0.3f32, -0.3][..]),
-        (&[0.5], &[-0.5]),
-    ] {
-        let m = forged(&last, theta, omega);
-        let mut scratch = vec![0.0; mfc_runtime::verify::scratch_len(&m)];
-        assert_eq!(
-            verify(&m, &mut scratch, u64::MAX),
-            Ok(Verdict::Unverifiable(Unverifiable::IllConditioned))
-        );
-        assert_eq!(
-            admit(&m, None, &policy, &mut scratch),
-            Err(Error::SensitivityUnverified)
-        );
-    }
+    // Forged parameters with the honest recorded value. A growing encoder: its column grows
+    // without bound, so the certified lower bound (the column's head, `verify::lower`) already
+    // exceeds the recorded value and the blob is refused as understated — the truth, and
+    // stronger than "unverifiable". One at spectral radius exactly 1 (θ − ω = 1): its column
+    // does not grow, the lower bound stays below the record, and the tail bound cannot be
+    // proven, so it is unverifiable and refused by the device's policy.
+    let growing = forged(&last, &[0.5, 0.5], &[-0.3, -0.3]);
+    let mut scratch = vec![0.0; mfc_runtime::verify::scratch_len(&growing)];
+    assert!(matches!(
+        verify(&growing, &mut scratch, u64::MAX),
+        Err(Error::SensitivityUnderstated { .. })
+    ));
+    assert!(matches!(
+        admit(&growing, None, &policy, &mut scratch),
+        Err(Error::SensitivityUnderstated { .. })
+    ));
+    let marginal = forged(&last, &[0.5], &[-0.5]);
+    let mut scratch = vec![0.0; mfc_runtime::verify::scratch_len(&marginal)];
+    assert_eq!(
+        verify(&marginal, &mut scratch, u64::MAX),
+        Ok(Verdict::Unverifiable(Unverifiable::IllConditioned))
+    );
+    assert_eq!(
+        admit(&marginal, None, &policy, &mut scratch),
+        Err(Error::SensitivityUnverified)
+    );
 }

@@ -9,9 +9,12 @@
 //! unless the caller passes `allow_lower_noise=True`; [`Stream::privacy`] reports the `(ε, δ)`
 //! that then holds ([`crate::privacy`]).
 //!
-//! A batch (`m × d`) is `m` consecutive steps. It is checked whole — shape, finiteness, the steps
-//! left, the clip factor — before the first of its steps, so a refused batch, like a refused
-//! row, leaves the stream exactly as it was. Inputs go through [`crate::intake`]: read in place
+//! A batch (`m × d`) is `m` consecutive steps. It is checked whole — shape, finiteness, the range
+//! clipping handles (`2^96·ζ`), the steps left, the clip factor — before the first of its steps,
+//! so a refused batch, like a refused row, leaves the stream exactly as it was. One refusal can
+//! come only midway: a BandMF blob whose encoder is numerically unstable refuses the step whose
+//! release is not finite (`NonFiniteRelease`); the rows before it are then released and the
+//! error says how many. Inputs go through [`crate::intake`]: read in place
 //! only when C-contiguous, aligned and native float32, else converted in logical order.
 
 use core::ops::Range;
@@ -365,10 +368,24 @@ impl Stream {
         if batched && m > 1 {
             if let Some(at) = values.iter().position(|v| !v.is_finite()) {
                 let refusal = mfc_runtime::Error::NonFiniteInput { index: at % d };
-                return Err(Error::Value(format!("step: row {}: {refusal}", at / d)).into());
+                return Err(Error::Value(format!(
+                    "step: row {at_row}: {refusal}",
+                    at_row = at / d
+                ))
+                .into());
             }
             if clip.is_some_and(|c| !(0.0..=1.0).contains(&c)) {
                 return Err(Error::Runtime(mfc_runtime::Error::InvalidClipFactor).into());
+            }
+            // Every row within the range the runtime clips exactly, before the first step: a
+            // row refused midway would leave the rows before it released.
+            if clip.is_none() && self.inner.get().takes_inputs() {
+                let replay = self.inner.get();
+                for (i, row) in values.chunks_exact(d).enumerate() {
+                    if let Err(refusal) = replay.check_input(row) {
+                        return Err(Error::Value(format!("step: row {i}: {refusal}")).into());
+                    }
+                }
             }
         }
         let shape: &[usize] = if batched { &[m, d] } else { &[d] };
@@ -383,16 +400,26 @@ impl Stream {
             let inner = &mut self.inner;
             py.detach(|| {
                 inner.with(|s| {
-                    for (row, release) in values.chunks_exact(d).zip(release.chunks_exact_mut(d)) {
+                    let rows = values.chunks_exact(d).zip(release.chunks_exact_mut(d));
+                    for (i, (row, release)) in rows.enumerate() {
                         match clip {
-                            Some(c) => s.step_clipped(row, c, release)?,
-                            None => s.step(row, release)?,
+                            Some(c) => s.step_clipped(row, c, release),
+                            None => s.step(row, release),
                         }
+                        .map_err(|e| (i, e))?;
                     }
-                    Ok::<(), mfc_runtime::Error>(())
+                    Ok::<(), (usize, mfc_runtime::Error)>(())
                 })
             })
-            .map_err(Error::from)?;
+            .map_err(|(i, e)| match i {
+                0 => Error::from(e),
+                // Only a refusal the checks above cannot foresee (an unstable encoder's
+                // non-finite release) stops a batch midway: say what was released.
+                _ => Error::Refused(format!(
+                    "step: row {i}: {e}; rows 0..{i} of the batch were released (the stream \
+                     advanced {i} steps)"
+                )),
+            })?;
         }
         Ok(out.into_any())
     }

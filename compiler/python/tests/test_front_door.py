@@ -142,6 +142,21 @@ def test_bytes_like_blobs_and_checkpoints(mechanisms):
     assert np.array_equal(resumed.step(x), first.step(x))
 
 
+@pytest.mark.parametrize("name", ["banded", "blt", "bandmf"])
+def test_a_batch_with_a_row_beyond_the_clipping_range_releases_nothing(name, mechanisms):
+    """A row beyond 2^96·ζ midway through a batch is refused before the first step: the rows
+    before it are not released (a caller resending the batch would count them twice)."""
+    m = mechanisms[name]
+    s, twin = mfc.Stream(m, D, seed=SEED), mfc.Stream(m, D, seed=SEED)
+    batch = np.ones((5, D), np.float32)
+    batch[2, 1] = 1e35
+    with pytest.raises(mfc.MfcError, match=r"row 2: input coordinate 1 exceeds 2\^96·ζ"):
+        s.step(batch)
+    assert s.steps_released == 0
+    batch[2, 1] = 1.0
+    assert np.array_equal(s.step(batch), twin.step(batch))
+
+
 def test_step_examples_names_the_example_and_the_coordinate(mechanisms):
     m = mechanisms["banded"]
     s, twin = mfc.Stream(m, D, seed=SEED), mfc.Stream(m, D, seed=SEED)

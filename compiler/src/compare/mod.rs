@@ -228,7 +228,7 @@ fn optimum_row(
 /// square root and the Honaker tree estimators. `progress` reports the optimizations (they
 /// dominate the time).
 pub fn compare(options: &CompareOptions, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
-    let factor = crate::ship::blob::neighbouring_factor(options.neighbouring)?;
+    let factor = options.neighbouring.sensitivity_factor();
     let mut rows = compare_add_remove(options, progress)?;
     // Replace-one: every row's sensitivity and noise is twice that of add/remove.
     for row in &mut rows {

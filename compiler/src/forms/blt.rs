@@ -6,6 +6,7 @@
 use crate::optimize::blt::Blt;
 use crate::optimize::toeplitz::toeplitz_sensitivity;
 use crate::privacy::participation::{Participation, Sensitivity};
+use crate::request::option::{Opt, OptionError};
 use crate::ship::blob::{BlobOptions, Shipped, Written, exact_f32, steps_u32, table, write};
 use crate::{Error, Result};
 use mfc_formats::{Decoder, Workload as StoredWorkload};
@@ -323,12 +324,21 @@ pub fn compile_blt_unbounded(
     participation: &Participation,
 ) -> Result<CompiledBlt> {
     if !matches!(participation, Participation::Single) {
-        return Err(Error::InvalidArgument(format!(
-            "--horizon unbounded: the bound for every horizon is proven for single participation only (the schema is {participation:?}; allowed: no --min-sep, --every or --epochs)"
+        return Err(Error::Option(OptionError::new(
+            Opt::Horizon,
+            "unbounded",
+            format!(
+                "the bound for every horizon is proven for single participation only, not {}",
+                participation.describe()
+            ),
         )));
     }
     if n == 0 {
-        return Err(Error::InvalidArgument("--steps must be at least 1".into()));
+        return Err(Error::Option(OptionError::new(
+            Opt::Steps,
+            0,
+            "expected at least 1",
+        )));
     }
     let stored = blt.rounded_to_f32();
     if stored.theta.iter().any(|t| !(*t > 0.0 && *t < 1.0)) {
@@ -393,15 +403,19 @@ pub fn unbounded_sensitivity(blt: &Blt) -> Result<TailCertificate> {
         crate::privacy::verdict::VERIFY_OPERATIONS,
     )
     .map_err(|why| {
-        Error::Numerical(match why {
-            Unverifiable::OverBudget { operations } => format!(
-                "--horizon unbounded: the BLT encoder's tail bound is not below 10⁻⁷ of its head within {operations} operations; use a finite --horizon"
-            ),
-            _ => format!(
-                "--horizon unbounded: no power A^k (k ≤ {}) of the BLT's state matrix A = diag(θ) − 1ωᵀ is provably a contraction, rounding included ({why:?}); use a finite --horizon",
-                blt_tail::K_MAX
-            ),
-        })
+        Error::Option(OptionError::new(
+            Opt::Horizon,
+            "unbounded",
+            match why {
+                Unverifiable::OverBudget { operations } => format!(
+                    "the BLT encoder's tail bound is not below 10⁻⁷ of its head within {operations} operations; give a finite {{horizon}}"
+                ),
+                _ => format!(
+                    "no power A^k (k ≤ {}) of the BLT's state matrix A = diag(θ) − 1ωᵀ is provably a contraction, rounding included ({why:?}); give a finite {{horizon}}",
+                    blt_tail::K_MAX
+                ),
+            },
+        ))
     })
 }
 

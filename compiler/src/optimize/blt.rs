@@ -282,9 +282,13 @@ pub fn optimize_blt_family(
     fitted: &mut dyn FnMut(usize),
 ) -> Result<Vec<Blt>> {
     if max_buffers == 0 || max_buffers > mfc_formats::MAX_BLT_BUFFERS as usize || n < 2 {
-        return Err(Error::InvalidArgument(format!(
-            "--buffers {max_buffers}: a BLT needs 1 to {} buffers and at least two steps (n = {n})",
-            mfc_formats::MAX_BLT_BUFFERS
+        return Err(Error::Option(crate::request::option::OptionError::new(
+            crate::request::option::Opt::Buffers,
+            max_buffers,
+            format!(
+                "a BLT needs 1 to {} buffers and at least two {{steps}} (n = {n})",
+                mfc_formats::MAX_BLT_BUFFERS
+            ),
         )));
     }
     let mut family: Vec<Blt> = Vec::with_capacity(max_buffers);

@@ -599,7 +599,16 @@ impl Options {
                     BandMfKind::General
                 },
                 bands: match self.bands.unwrap_or(BandsChoice::Auto) {
-                    BandsChoice::Fixed(b) => Bands::Fixed(b),
+                    BandsChoice::Fixed(b) => {
+                        if let Some(max) = self.max_bands {
+                            return Err(OptionError::new(
+                                Opt::MaxBands,
+                                max,
+                                format!("applies to {{bands}} auto only; {{bands}} is {b}"),
+                            ));
+                        }
+                        Bands::Fixed(b)
+                    }
                     BandsChoice::Auto => Bands::Auto {
                         max: integer_in(
                             Opt::MaxBands,
@@ -621,10 +630,18 @@ impl Options {
                 "releases prefix sums only: the workload must be `prefix` (the banded and bandmf forms take any workload)",
             ));
         }
+        let participation = participation(self.epochs, self.min_sep, self.every)?;
+        if self.horizon == Some(Horizon::Unbounded) && participation != Participation::Single {
+            return Err(OptionError::new(
+                Opt::Horizon,
+                "unbounded",
+                "the bound for every horizon is proven for single participation only: drop {epochs}, {min_sep} and {every}, or give a finite {horizon}",
+            ));
+        }
         Ok(CompileRequest {
             workload,
             steps: self.steps,
-            participation: participation(self.epochs, self.min_sep, self.every)?,
+            participation,
             neighbouring: self.neighbouring.unwrap_or(Neighbouring::AddOrRemove),
             form: form_spec,
             clip_norm: match self.clip_norm {

@@ -251,14 +251,15 @@ pub const MAX_EPSILON: f64 = 1000.0;
 /// The largest `σ` a request may give.
 pub const MAX_NOISE_MULTIPLIER: f64 = 1e6;
 
-/// A number as a refusal shows it: as typed for ordinary values, in scientific notation when
-/// the plain decimal would be long (`1e-300`, not three hundred zeros).
+/// A number as a refusal shows it: plain for ordinary magnitudes (`0.5`, `1000`), in scientific
+/// notation below `10⁻³` and from `10⁷` on (`1e-6` as typed, not `0.000001`; `1e-300`, not three
+/// hundred zeros).
 pub fn number(x: f64) -> String {
-    let plain = x.to_string();
-    if plain.len() <= 16 {
-        plain
+    let magnitude = x.abs();
+    if x.is_finite() && x != 0.0 && !(1e-3..1e7).contains(&magnitude) {
+        format!("{x:e}")
     } else {
-        format!("{x:?}")
+        x.to_string()
     }
 }
 

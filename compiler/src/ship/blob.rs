@@ -37,19 +37,6 @@ impl Default for BlobOptions {
     }
 }
 
-/// How much `neighbouring` scales the encoder's sensitivity (and so every noise figure): the
-/// input moves by one record's contribution under add/remove, by the difference of two under
-/// replace-one (`mfc_formats::Neighbouring`).
-pub fn neighbouring_factor(neighbouring: Neighbouring) -> Result<f64> {
-    match neighbouring {
-        Neighbouring::AddOrRemove => Ok(1.0),
-        Neighbouring::ReplaceOne => Ok(2.0),
-        other => Err(Error::InvalidArgument(format!(
-            "unknown neighbouring relation {other:?}"
-        ))),
-    }
-}
-
 /// The name and version written into every blob's `generator` field.
 pub const GENERATOR: &str = concat!("mfc-compiler ", env!("CARGO_PKG_VERSION"));
 
@@ -106,7 +93,7 @@ fn header<'a>(
 ) -> Result<Header<'a>> {
     // ×2 for replace-one is exact in floating point: the recorded sensitivity is twice the
     // encoder's, and every error figure (in units of σ·ζ) doubles with it.
-    let factor = neighbouring_factor(options.neighbouring)?;
+    let factor = options.neighbouring.sensitivity_factor();
     let (max_step_stddev, final_step_stddev) = shipped.step_stddev;
     Ok(Header {
         workload,
@@ -175,7 +162,7 @@ pub fn write(
         decoder,
     })?;
     let sensitivity =
-        mechanism.header.sensitivity.value / neighbouring_factor(options.neighbouring)?;
+        mechanism.header.sensitivity.value / options.neighbouring.sensitivity_factor();
     Ok(Written {
         bytes: mechanism.to_vec()?,
         sensitivity,

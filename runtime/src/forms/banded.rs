@@ -1,5 +1,5 @@
-//! The stream: Algorithm 3 of 003 (App. H), in the corrected form of 004 (App. D,
-//! Alg. 1) where the low-rank update runs once per step after the band.
+//! The stream: Algorithm 3 of 000 (App. H; printed correctly at the end of 002), in the form of
+//! 004 (App. D, Alg. 1) where the low-rank update runs once per step after the band.
 //!
 //! For a banded-plus-low-rank decoder `B̂ = (L Rᵀ) ⊙ U⁽ʰ⁾ + D⁽ʰ⁾`, step `i` (0-based) computes
 //!
@@ -309,7 +309,38 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
     }
 
     pub(crate) fn check_step(&self, out: &[f32]) -> Result<(), Error> {
-        check_step(self.step, self.horizon, self.dim, out)
+        check_step(self.step, self.horizon, self.dim, out)?;
+        self.check_state()
+    }
+
+    /// What [`advance`](Self::advance) reads, present at the sizes construction gave: the state's
+    /// rows in the workspace ([`Error::WorkspaceTooSmall`]) and the decoder's rows for this
+    /// step (a step the blob has no row for is past its horizon, [`Error::StreamFinished`]).
+    /// Construction and validation make both hold; checked anyway before every step, so that a
+    /// broken invariant fails closed — a refusal — and never releases a row without its noise.
+    fn check_state(&self) -> Result<(), Error> {
+        let (i, d) = (self.step as usize, self.dim);
+        let (h, r) = (self.decoder.band as usize, self.decoder.rank as usize);
+        let state = [
+            (self.ring.len(), h * d),
+            (self.beta.len(), r * d),
+            (self.sum.len(), d),
+            (self.compensation.len(), d),
+        ];
+        if state.iter().any(|&(found, needed)| found < needed) {
+            return Err(Error::WorkspaceTooSmall {
+                needed: workspace_len(self.decoder.band, self.decoder.rank, d)
+                    .unwrap_or(usize::MAX),
+                found: state.iter().map(|&(found, _)| found).sum(),
+            });
+        }
+        let rows = self.decoder.diagonal_row(i).is_some_and(|b| b.len() == h)
+            && self.decoder.left_row(i).is_some_and(|l| l.len() == r)
+            && (i < h || self.decoder.right_row(i - h).is_some_and(|l| l.len() == r));
+        if !rows {
+            return Err(Error::StreamFinished { steps: self.step });
+        }
+        Ok(())
     }
 
     /// Algorithm 3 for the current step: writes `σζ·sens·(B̂ z)_i` into `y` — plus the running

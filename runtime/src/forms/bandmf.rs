@@ -266,8 +266,23 @@ impl<'m, 'w, N: NoiseSource> BandMfStream<'m, 'w, N> {
     fn advance(&mut self, input: Input<'_>, release: &mut [f32]) -> Result<(), Error> {
         let (t, d, bands) = (self.step as usize, self.dim, self.decoder.bands());
         let slot = t % bands;
-        // Rows exist for every t < n (the blob was validated).
-        let row = self.decoder.row(t).unwrap_or(F32Table::empty());
+        // Construction and validation give the ring its `b̂` rows and the blob a row for every
+        // t < n; checked anyway, before anything changes, so that a broken invariant is a
+        // refusal and never a release without its noise.
+        let sums = if self.prefix_sum { d } else { 0 };
+        let sized = self.ring.len() >= bands * d
+            && self.sum.len() >= sums
+            && self.compensation.len() >= sums
+            && release.len() == d;
+        if !sized {
+            return Err(Error::WorkspaceTooSmall {
+                needed: bands * d + 2 * sums,
+                found: self.ring.len() + self.sum.len() + self.compensation.len(),
+            });
+        }
+        let Some(row) = self.decoder.row(t) else {
+            return Err(Error::StreamFinished { steps: self.step });
+        };
         let diagonal = row.get(0).unwrap_or(1.0);
         let scale = self.noise_scale;
         let mut start = 0;

@@ -275,11 +275,28 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
     fn advance(&mut self, out: &mut [f32], input: Input<'_>) -> Result<(), Error> {
         let m = self.block;
         let r = self.step as usize % m;
+        let d = self.dim;
+        // Construction sizes these; checked anyway, before anything changes, so that a broken
+        // invariant is a refusal and never a release without its noise (the zips below would
+        // otherwise stop at the shortest).
+        let sized = self.block_noise.len() >= m * d
+            && self.carry.len() >= d
+            && self.sum.len() >= d
+            && self.compensation.len() >= d
+            && out.len() == d;
+        if !sized {
+            return Err(Error::WorkspaceTooSmall {
+                needed: (m + 3) * d,
+                found: self.block_noise.len()
+                    + self.carry.len()
+                    + self.sum.len()
+                    + self.compensation.len(),
+            });
+        }
         if r == 0 {
             let block = u64::from(self.step) / m as u64;
             self.fill_block(block)?;
         }
-        let d = self.dim;
         let row = self.block_noise.get(r * d..(r + 1) * d).unwrap_or(&[]);
         let scale = self.noise_scale;
         let sums = self.sum.iter_mut().zip(self.compensation.iter_mut());

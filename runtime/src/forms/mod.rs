@@ -34,6 +34,7 @@ pub use blt::BltStream;
 pub use fft::FftStream;
 pub(crate) use setup::{clip_norm, horizon, recorded_noise_multiplier};
 pub use step::CHUNK;
+pub(crate) use step::check_input;
 
 /// A statically allocated workspace of `N` floats, for callers without a heap.
 pub struct Workspace<const N: usize>([f32; N]);

@@ -27,7 +27,7 @@
 //! holds for any residual, large or small (`ρ` computed with running error bounds, as in
 //! [`super`]).
 
-use mfc_formats::{BandMfKind, Decoder, F32Table, Neighbouring, Validated, Workload};
+use mfc_formats::{BandMfKind, Decoder, F32Table, Validated, Workload};
 
 use super::{TWO_U, blt_residual};
 
@@ -47,12 +47,7 @@ pub fn sensitivity_lower_bound(
     scratch: &mut [f64],
     max_operations: u64,
 ) -> Option<f64> {
-    let factor = match m.header.neighbouring {
-        Neighbouring::AddOrRemove => 1.0,
-        Neighbouring::ReplaceOne => 2.0,
-        #[allow(unreachable_patterns)]
-        _ => return None,
-    };
+    let factor = m.header.neighbouring.sensitivity_factor();
     let steps = m.header.steps as usize;
     let bound = match m.decoder {
         Decoder::BandMf(d) => {

@@ -56,8 +56,7 @@
 //! encoder), which refuses gross understatement even where no upper bound can be certified.
 
 use mfc_formats::{
-    BandMfKind, Decoder, F32Table, Neighbouring, Participation, SensitivityMethod, Validated,
-    Workload,
+    BandMfKind, Decoder, F32Table, Participation, SensitivityMethod, Validated, Workload,
 };
 
 use crate::error::Error;
@@ -356,13 +355,7 @@ pub fn sensitivity_bound(
     scratch: &mut [f64],
     max_operations: u64,
 ) -> Result<f64, Unverifiable> {
-    // A relation a later format version adds has no factor here: not verified.
-    let factor = match m.header.neighbouring {
-        Neighbouring::AddOrRemove => 1.0,
-        Neighbouring::ReplaceOne => 2.0,
-        #[allow(unreachable_patterns)]
-        _ => return Err(Unverifiable::Schema),
-    };
+    let factor = m.header.neighbouring.sensitivity_factor();
     if m.header.sensitivity.method == SensitivityMethod::BltTailBound {
         let (Decoder::Blt(d), Participation::Single) = (m.decoder, m.header.participation) else {
             return Err(Unverifiable::Schema);

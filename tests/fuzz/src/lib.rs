@@ -94,10 +94,11 @@ pub fn round_trip(bytes: &[u8], mechanism: &Mechanism<'_>) {
 }
 
 /// Row `i` of the input replayed into every stream: one ordinary coordinate, one far above any
-/// clip norm (so clipping scales it) and one tiny one.
+/// clip norm (so clipping scales it) yet within the `2^96·ζ` the runtime clips exactly (beyond
+/// it a row is refused, `Error::InputTooLarge`), and one tiny one.
 pub fn input_row(i: u32) -> [f32; DIM] {
     let sign = if i.is_multiple_of(2) { 1.0 } else { -1.0 };
-    [0.25 * i as f32, sign * f32::MAX, 1e-30]
+    [0.25 * i as f32, sign * 1e20, 1e-30]
 }
 
 /// One step of `stream`: `step` when it takes inputs for this workload (a prefix sum, or any
@@ -167,7 +168,10 @@ pub fn refused_calls(stream: &mut impl Replay, prefix_sum: bool) {
         examples[DIM + 2] = f32::INFINITY;
         assert_eq!(
             stream.step_examples(&examples, &mut out),
-            Err(Error::NonFiniteInput { index: DIM + 2 })
+            Err(Error::NonFiniteExample {
+                example: 1,
+                index: 2
+            })
         );
     }
     if let Some(refused) = stream.step_noise(&mut short) {

@@ -170,7 +170,6 @@ pub struct Composition {
 impl Composition {
     /// An empty composition (`ε = 0`).
     pub fn new(neighbouring: Neighbouring) -> Result<Self, AccountantError> {
-        sensitivity(neighbouring)?;
         Ok(Composition {
             neighbouring,
             parts: Vec::new(),
@@ -210,7 +209,7 @@ impl Composition {
     /// The privacy loss distribution of the whole composition.
     pub fn privacy_loss(&self, options: &PldOptions) -> Result<ComposedLoss, AccountantError> {
         options.validate()?;
-        let s = sensitivity(self.neighbouring)?;
+        let s = self.neighbouring.sensitivity_factor();
         // The Gaussian runs compose into one Gaussian of μ² = Σ count·(s/σ)².
         let mu2: f64 = self
             .parts
@@ -386,7 +385,7 @@ pub fn noise_multiplier_for(
     }
     check_delta(delta)?;
     options.validate()?;
-    let s = sensitivity(neighbouring)?;
+    let s = neighbouring.sensitivity_factor();
     if count == 0 {
         return Err(AccountantError::OutOfRange {
             option: Opt::Steps,
@@ -543,19 +542,6 @@ fn search(
         }
     }
     Ok(best)
-}
-
-/// The sensitivity of one record's contribution in add-remove units: 1, or 2 for replace-one.
-fn sensitivity(neighbouring: Neighbouring) -> Result<f64, AccountantError> {
-    match neighbouring {
-        Neighbouring::AddOrRemove => Ok(1.0),
-        Neighbouring::ReplaceOne => Ok(2.0),
-        other => Err(AccountantError::OutOfRange {
-            option: Opt::Neighbouring,
-            value: format!("{other:?}"),
-            allowed: "add-remove or replace-one",
-        }),
-    }
 }
 
 fn out_of_range(option: Opt, value: f64, allowed: &'static str) -> AccountantError {
