@@ -1,8 +1,14 @@
-//! `mfc calibrate`: the noise multiplier for a privacy target, or the privacy of a multiplier.
+//! `mfc calibrate`: the noise multiplier for a privacy target, or the privacy of a multiplier —
+//! for one Gaussian release of sensitivity 1 (a blob's calibration), or, with `--sampling-prob`,
+//! for amplified BandMF under Poisson sampling (Choquette-Choo et al. 2023b; `b̂ = 1` is DP-SGD),
+//! accounted by `mfc_compiler::privacy::accountant` (PLD, pessimistic: ε an upper bound).
 
+use mfc_compiler::privacy::accountant::PldOptions;
+use mfc_compiler::privacy::accountant::bandmf::AmplifiedBandMf;
 use mfc_compiler::privacy::calibrate::{
     PRIVACY_UNIT, epsilon_for_noise_multiplier, noise_multiplier_for, zcdp_rho,
 };
+use mfc_compiler::request::Spelling;
 use serde::Serialize;
 
 /// Exact analytic-Gaussian calibration of a mechanism normalized to sensitivity 1.
@@ -17,6 +23,18 @@ pub struct Args {
     /// Noise multiplier σ (give σ and δ to get ε).
     #[arg(long, allow_negative_numbers = true, value_parser = crate::options::noise_multiplier)]
     noise_multiplier: Option<f64>,
+    /// Amplified BandMF: the probability q with which each example of the step's group is
+    /// Poisson-sampled (the data split into b̂ groups, step i samples group i mod b̂). Needs
+    /// --steps; --bands 1 (the default) is DP-SGD. Add-remove neighbours, one example the unit.
+    #[arg(long, requires = "steps", allow_negative_numbers = true, value_parser = crate::options::sampling_prob)]
+    sampling_prob: Option<f64>,
+    /// Amplified BandMF: the number of training steps n.
+    #[arg(long, requires = "sampling_prob", value_parser = crate::options::steps)]
+    steps: Option<usize>,
+    /// Amplified BandMF: the encoder's bands b̂ (each example in at most ⌈n/b̂⌉ steps, at least
+    /// b̂ apart) [default: 1, DP-SGD].
+    #[arg(long, requires = "sampling_prob", value_parser = clap::value_parser!(u64).range(1..))]
+    bands: Option<u64>,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -32,7 +50,97 @@ struct Calibration {
     privacy_unit: &'static str,
 }
 
+#[derive(Serialize)]
+struct AmplifiedCalibration {
+    epsilon: f64,
+    delta: f64,
+    noise_multiplier: f64,
+    sampling_prob: f64,
+    steps: usize,
+    bands: usize,
+    /// `⌈n/b̂⌉`: the subsampled Gaussians composed.
+    participations: u64,
+    /// The sampling scheme, the unit of privacy and the neighbouring relation, in words.
+    privacy_unit: String,
+}
+
+/// The sentence every amplified figure is printed with: the scheme, the unit of privacy and the
+/// neighbouring relation.
+fn amplified_unit(scheme: &AmplifiedBandMf) -> String {
+    let (b, q) = (scheme.bands(), scheme.sampling_prob());
+    let sampling = if b == 1 {
+        format!(
+            "DP-SGD (BandMF with 1 band): every step Poisson-samples each example with probability {q}, so an example is in at most {} steps",
+            scheme.participations()
+        )
+    } else {
+        format!(
+            "amplified BandMF with {b} bands: the data split into {b} groups, step i Poisson-samples each example of group i mod {b} with probability {q}, so an example is in at most {} steps, at least {b} apart",
+            scheme.participations()
+        )
+    };
+    format!(
+        "{sampling}; unit of privacy: one example (its gradient clipped to ζ; noise σ·ζ per unit of the encoder's sensitivity); neighbouring datasets differ by adding or removing one example; ε is a pessimistic upper bound (privacy loss distributions)"
+    )
+}
+
+/// `--sampling-prob`: σ for `(ε, δ)`, or ε for σ, by the accountant.
+fn run_amplified(args: &Args, q: f64, steps: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let refusal = |e: mfc_compiler::privacy::accountant::AccountantError| {
+        crate::options::Refusal(e.option_error().render(Spelling::Cli))
+    };
+    let bands = usize::try_from(args.bands.unwrap_or(1)).unwrap_or(usize::MAX);
+    let scheme = AmplifiedBandMf::new(steps, bands, q).map_err(refusal)?;
+    let options = PldOptions::default();
+    let (epsilon, sigma) = match (args.epsilon, args.noise_multiplier) {
+        (Some(eps), None) => (
+            eps,
+            scheme
+                .noise_multiplier(eps, args.delta, &options)
+                .map_err(refusal)?,
+        ),
+        (None, Some(sigma)) => (
+            scheme
+                .epsilon(sigma, args.delta, &options)
+                .map_err(refusal)?,
+            sigma,
+        ),
+        _ => {
+            return Err(crate::options::Refusal(
+                "give either --epsilon or --noise-multiplier (with --delta)".into(),
+            )
+            .into());
+        }
+    };
+    let c = AmplifiedCalibration {
+        epsilon,
+        delta: args.delta,
+        noise_multiplier: sigma,
+        sampling_prob: q,
+        steps,
+        bands,
+        participations: scheme.participations(),
+        privacy_unit: amplified_unit(&scheme),
+    };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&c)?);
+    } else {
+        println!(
+            "σ = {:.6} gives (ε, δ) = ({}, {:e}) over {} steps",
+            c.noise_multiplier,
+            mfc_compiler::request::epsilon_text(c.epsilon),
+            c.delta,
+            c.steps
+        );
+        println!("{}", c.privacy_unit);
+    }
+    Ok(())
+}
+
 pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    if let (Some(q), Some(steps)) = (args.sampling_prob, args.steps) {
+        return run_amplified(&args, q, steps);
+    }
     let (epsilon, sigma) = match (args.epsilon, args.noise_multiplier) {
         (Some(eps), None) => {
             let sigma = noise_multiplier_for(eps, args.delta).ok_or_else(|| {

@@ -151,6 +151,11 @@ pub fn delta(text: &str) -> Result<f64, String> {
     real_in(text, 0.0, 1.0, true, true)
 }
 
+/// `--sampling-prob`: the Poisson sampling probability `q` in `(0, 1]`.
+pub fn sampling_prob(text: &str) -> Result<f64, String> {
+    real_in(text, 0.0, 1.0, true, false)
+}
+
 /// `--noise-multiplier`: `σ` in `(0, 10⁶]`.
 pub fn noise_multiplier(text: &str) -> Result<f64, String> {
     real_in(text, 0.0, 1e6, true, false)

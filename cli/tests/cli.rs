@@ -238,6 +238,47 @@ fn calibrate_answers_both_directions() {
     assert_refused(&args("calibrate --delta 1e-5", &[]));
 }
 
+/// Issue 29: `--sampling-prob` calibrates DP-SGD and amplified BandMF with the accountant,
+/// against jax_privacy 2.0's value for the same scheme (`tools/accountant_reference.py`:
+/// n = 2000, 60 000 examples, expected batch 500, δ = 1e-5, ε = 1: σ = 1.5873258), states the
+/// scheme, the unit and the relation, and refuses replace-one with sampling.
+#[test]
+fn calibrate_with_sampling_matches_the_reference_accountant() {
+    let v = mfc_json(&args(
+        "calibrate --sampling-prob 0.008333333333333333 --steps 2000 --epsilon 1 --delta 1e-5 \
+         --json",
+        &[],
+    ));
+    let sigma = v["noise_multiplier"].as_f64().unwrap();
+    assert!((sigma / 1.5873258373762238 - 1.0).abs() < 1e-4, "{sigma}");
+    let unit = v["privacy_unit"].as_str().unwrap();
+    assert!(
+        unit.contains("DP-SGD") && unit.contains("one example"),
+        "{unit}"
+    );
+    assert!(unit.contains("adding or removing one example"), "{unit}");
+    // Back: that σ gives at most the target ε; more bands, fewer participations, less ε.
+    let back = |bands: u32| {
+        mfc_json(&args(
+            &format!(
+                "calibrate --sampling-prob 0.008333333333333333 --steps 2000 --bands {bands} \
+                 --noise-multiplier {sigma} --delta 1e-5 --json"
+            ),
+            &[],
+        ))["epsilon"]
+            .as_f64()
+            .unwrap()
+    };
+    let (one, eight) = (back(1), back(8));
+    assert!(one <= 1.0 && one > 0.99, "{one}");
+    assert!(eight < one, "{eight} vs {one}");
+    assert_refused(&args(
+        "calibrate --sampling-prob 0.5 --steps 10 --bands 11 --epsilon 1 --delta 1e-5",
+        &[],
+    ));
+    assert_refused(&args("calibrate --steps 10 --epsilon 1 --delta 1e-5", &[]));
+}
+
 #[test]
 fn issue_31_fixed_epoch_order_is_certified_to_the_requested_gap() {
     // The fixed-epoch optimizer is Newton's method on the dual: the --gap asked for is the gap
