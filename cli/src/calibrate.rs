@@ -64,26 +64,6 @@ struct AmplifiedCalibration {
     privacy_unit: String,
 }
 
-/// The sentence every amplified figure is printed with: the scheme, the unit of privacy and the
-/// neighbouring relation.
-fn amplified_unit(scheme: &AmplifiedBandMf) -> String {
-    let (b, q) = (scheme.bands(), scheme.sampling_prob());
-    let sampling = if b == 1 {
-        format!(
-            "DP-SGD (BandMF with 1 band): every step Poisson-samples each example with probability {q}, so an example is in at most {} steps",
-            scheme.participations()
-        )
-    } else {
-        format!(
-            "amplified BandMF with {b} bands: the data split into {b} groups, step i Poisson-samples each example of group i mod {b} with probability {q}, so an example is in at most {} steps, at least {b} apart",
-            scheme.participations()
-        )
-    };
-    format!(
-        "{sampling}; unit of privacy: one example (its gradient clipped to ζ; noise σ·ζ per unit of the encoder's sensitivity); neighbouring datasets differ by adding or removing one example; ε is a pessimistic upper bound (privacy loss distributions)"
-    )
-}
-
 /// `--sampling-prob`: σ for `(ε, δ)`, or ε for σ, by the accountant.
 fn run_amplified(args: &Args, q: f64, steps: usize) -> Result<(), Box<dyn std::error::Error>> {
     let refusal = |e: mfc_compiler::privacy::accountant::AccountantError| {
@@ -120,7 +100,7 @@ fn run_amplified(args: &Args, q: f64, steps: usize) -> Result<(), Box<dyn std::e
         steps,
         bands,
         participations: scheme.participations(),
-        privacy_unit: amplified_unit(&scheme),
+        privacy_unit: scheme.describe(),
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&c)?);

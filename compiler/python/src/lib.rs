@@ -26,18 +26,42 @@ use crate::error::{BlobError, CompileError, Error, MfcError, StreamError};
 /// `σ` for `(ε, δ)`, or `ε` for `(σ, δ)`, for a mechanism normalized to sensitivity 1 (the exact
 /// analytic Gaussian calibration of `mfc calibrate`), with zCDP `ρ = 1/(2σ²)` and what the
 /// `(ε, δ)` is for (`privacy_unit`).
+///
+/// With `sampling_prob` and `steps` (and `bands`, default 1): DP-SGD (`bands=1`) or amplified
+/// BandMF under Poisson sampling, by the accountant (privacy loss distributions, pessimistic: the
+/// `ε` is an upper bound), under add-remove neighbours; `privacy_unit` then states the scheme.
 #[pyfunction]
-#[pyo3(signature = (*, delta, epsilon=None, noise_multiplier=None))]
+#[pyo3(signature = (*, delta, epsilon=None, noise_multiplier=None, sampling_prob=None, steps=None, bands=None))]
 fn calibrate<'py>(
     py: Python<'py>,
     delta: f64,
     epsilon: Option<f64>,
     noise_multiplier: Option<f64>,
+    sampling_prob: Option<f64>,
+    steps: Option<u64>,
+    bands: Option<u64>,
 ) -> PyResult<Bound<'py, PyDict>> {
     use mfc_compiler::privacy::calibrate::{
         epsilon_for_noise_multiplier, noise_multiplier_for, zcdp_rho,
     };
     let refuse = Error::Option;
+    match (sampling_prob, steps) {
+        (Some(q), Some(n)) => {
+            return calibrate_amplified(py, delta, epsilon, noise_multiplier, q, n, bands);
+        }
+        (Some(_), None) => {
+            return Err(
+                refuse("sampling_prob: needs steps (the number of training steps)".into()).into(),
+            );
+        }
+        (None, Some(_)) | (None, None) if bands.is_some() || steps.is_some() => {
+            return Err(refuse(
+                "steps, bands: apply with sampling_prob only (amplified BandMF, DP-SGD)".into(),
+            )
+            .into());
+        }
+        _ => {}
+    }
     if !(delta > 0.0 && delta < 1.0) {
         return Err(refuse(format!("delta={delta:?}: expected a number in (0, 1)")).into());
     }
@@ -88,6 +112,54 @@ fn calibrate<'py>(
         "privacy_unit",
         mfc_compiler::privacy::calibrate::PRIVACY_UNIT,
     )?;
+    Ok(out)
+}
+
+/// `calibrate` with `sampling_prob`: the accountant's `σ` or `ε` for DP-SGD or amplified BandMF.
+fn calibrate_amplified<'py>(
+    py: Python<'py>,
+    delta: f64,
+    epsilon: Option<f64>,
+    noise_multiplier: Option<f64>,
+    sampling_prob: f64,
+    steps: u64,
+    bands: Option<u64>,
+) -> PyResult<Bound<'py, PyDict>> {
+    use mfc_compiler::privacy::accountant::bandmf::AmplifiedBandMf;
+    use mfc_compiler::privacy::accountant::{AccountantError, PldOptions};
+    use mfc_compiler::request::Spelling;
+    let refuse = |e: AccountantError| Error::Option(e.option_error().render(Spelling::Python));
+    let size = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+    let scheme = AmplifiedBandMf::new(size(steps), size(bands.unwrap_or(1)), sampling_prob)
+        .map_err(refuse)?;
+    let options = PldOptions::default();
+    let (epsilon, sigma) = match (epsilon, noise_multiplier) {
+        (Some(eps), None) => (
+            eps,
+            py.detach(|| scheme.noise_multiplier(eps, delta, &options))
+                .map_err(refuse)?,
+        ),
+        (None, Some(sigma)) => (
+            py.detach(|| scheme.epsilon(sigma, delta, &options))
+                .map_err(refuse)?,
+            sigma,
+        ),
+        _ => {
+            return Err(Error::Option(
+                "calibrate: give either epsilon or noise_multiplier (with delta)".into(),
+            )
+            .into());
+        }
+    };
+    let out = PyDict::new(py);
+    out.set_item("epsilon", epsilon)?;
+    out.set_item("delta", delta)?;
+    out.set_item("noise_multiplier", sigma)?;
+    out.set_item("sampling_prob", sampling_prob)?;
+    out.set_item("steps", steps)?;
+    out.set_item("bands", scheme.bands())?;
+    out.set_item("participations", scheme.participations())?;
+    out.set_item("privacy_unit", scheme.describe())?;
     Ok(out)
 }
 

@@ -303,6 +303,27 @@ def test_calibrate_names_the_option_and_its_range():
             mfc.calibrate(**kwargs)
 
 
+def test_calibrate_with_sampling_matches_the_cli_and_the_reference():
+    """Issue 29: DP-SGD's sigma through the accountant equals jax_privacy's for the same scheme
+    (n = 2000, 60 000 examples, expected batch 500, delta = 1e-5, epsilon = 1: 1.5873258), the
+    scheme is stated in words, and the refusals name the keyword."""
+    q = 500 / 60000
+    c = mfc.calibrate(epsilon=1.0, delta=1e-5, sampling_prob=q, steps=2000)
+    assert abs(c["noise_multiplier"] / 1.5873258373762238 - 1) < 1e-4
+    assert c["participations"] == 2000 and c["bands"] == 1
+    assert "DP-SGD" in c["privacy_unit"] and "adding or removing one example" in c["privacy_unit"]
+    back = mfc.calibrate(
+        noise_multiplier=c["noise_multiplier"], delta=1e-5, sampling_prob=q, steps=2000, bands=8
+    )
+    assert back["participations"] == 250 and back["epsilon"] < 1.0
+    with pytest.raises(mfc.CompileError, match=r"bands=11: expected 1..=10"):
+        mfc.calibrate(epsilon=1.0, delta=1e-5, sampling_prob=0.5, steps=10, bands=11)
+    with pytest.raises(mfc.CompileError, match="sampling_prob: needs steps"):
+        mfc.calibrate(epsilon=1.0, delta=1e-5, sampling_prob=0.5)
+    with pytest.raises(mfc.CompileError, match=r"sampling_prob=1.5: expected a probability in \(0, 1\]"):
+        mfc.calibrate(epsilon=1.0, delta=1e-5, sampling_prob=1.5, steps=10)
+
+
 def test_the_forged_blobs_get_the_device_s_outcome(forged_blobs):
     """Issue 27: each forged blob (a lowered sensitivity steered into the unverifiable class, or a
     {k: 1} relabel) is streamed, refused unless allowed by name, or refused whatever the opt-in,

@@ -169,11 +169,23 @@ def compile(
     1..=4294967295``)."""
 
 def calibrate(
-    *, delta: float, epsilon: Optional[float] = None, noise_multiplier: Optional[float] = None
-) -> dict[str, Union[float, str]]:
+    *,
+    delta: float,
+    epsilon: Optional[float] = None,
+    noise_multiplier: Optional[float] = None,
+    sampling_prob: Optional[float] = None,
+    steps: Optional[int] = None,
+    bands: Optional[int] = None,
+) -> dict[str, Union[float, int, str]]:
     """sigma for (epsilon, delta) or epsilon for (sigma, delta), sensitivity 1, with zCDP rho and
     ``privacy_unit``: what the (epsilon, delta) is for (per record under the schema and relation
-    of the blob the sigma goes into)."""
+    of the blob the sigma goes into).
+
+    With ``sampling_prob`` and ``steps`` (and ``bands``, default 1): DP-SGD (``bands=1``) or
+    amplified BandMF (the data in ``bands`` groups, step i Poisson-samples group i mod bands with
+    probability ``sampling_prob``), by the accountant (privacy loss distributions, pessimistic:
+    epsilon an upper bound), add-remove neighbours, one example the unit; the result then has
+    ``sampling_prob``, ``steps``, ``bands`` and ``participations`` instead of ``zcdp_rho``."""
 
 def clip_factor(row: npt.NDArray[np.float32], clip_norm: float) -> float:
     """The runtime's clip factor min(1, clip_norm/||row||) of a whole 1-D float32 row (any

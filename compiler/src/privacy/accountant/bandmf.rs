@@ -122,6 +122,24 @@ impl AmplifiedBandMf {
         self.steps.div_ceil(self.bands) as u64
     }
 
+    /// The scheme, the unit of privacy and the neighbouring relation in words: what every
+    /// `(ε, δ)` of the scheme is printed with (the CLI's `calibrate`, Python's `calibrate`).
+    pub fn describe(&self) -> String {
+        let (b, q, k) = (self.bands, self.sampling_prob, self.participations());
+        let sampling = if b == 1 {
+            format!(
+                "DP-SGD (BandMF with 1 band): every step Poisson-samples each example with probability {q}, so an example is in at most {k} steps"
+            )
+        } else {
+            format!(
+                "amplified BandMF with {b} bands: the data split into {b} groups, step i Poisson-samples each example of group i mod {b} with probability {q}, so an example is in at most {k} steps, at least {b} apart"
+            )
+        };
+        format!(
+            "{sampling}; unit of privacy: one example (its gradient clipped to ζ; noise σ·ζ per unit of the encoder's sensitivity); neighbouring datasets differ by adding or removing one example; ε is a pessimistic upper bound (privacy loss distributions)"
+        )
+    }
+
     /// The composition the scheme is accounted as, for noise multiplier `σ`.
     pub fn composition(&self, noise_multiplier: f64) -> Result<Composition, AccountantError> {
         Composition::repeated(
