@@ -86,7 +86,12 @@ pub fn sensitivity_lower_bound(
             } else {
                 steps as u64
             };
-            let reach = horizon.min(max_operations / (buffers as u64).max(1));
+            // A lower bound may stop anywhere: the first `BLT_STEPS` steps bound an unbounded
+            // horizon, or a budget of `u64::MAX`, in bounded time (a marginal forged encoder,
+            // spectral radius 1, would otherwise be followed for 2^64 steps).
+            let reach = horizon
+                .min(max_operations / (buffers as u64).max(1))
+                .min(BLT_STEPS);
             blt_lower(d.theta, d.omega, state, reach)
         }
         Decoder::BandedLowRank(d) if matches!(m.header.workload, Workload::PrefixSum) => {
@@ -105,6 +110,10 @@ pub fn sensitivity_lower_bound(
     let bound = factor * bound;
     (bound.is_finite() && bound > 0.0).then_some(bound)
 }
+
+/// The most steps of a BLT's encoder column the lower bound follows, whatever the horizon and
+/// the budget: `2^20`, where an honest encoder (`θ < 1`) has long converged.
+pub const BLT_STEPS: u64 = 1 << 20;
 
 /// `‖ĉ_{<T}‖₂ / (1 + ‖ρ_{<T}‖₁)` rounded down, `T = reach` (module docs); stops early, with the
 /// bound so far, when a value stops being finite.
