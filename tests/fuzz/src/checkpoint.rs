@@ -150,9 +150,13 @@ fn assert_same_releases(a: &mut dyn Resume, b: &mut dyn Resume, prefix_sum: bool
     assert_eq!(a.steps_released(), b.steps_released(), "{what}");
     while a.steps_released() < a.horizon() {
         let i = a.steps_released();
-        let x = advance(a, prefix_sum);
-        let y = advance(b, prefix_sum);
-        assert_eq!(x.map(f32::to_bits), y.map(f32::to_bits), "{what}: step {i}");
+        let x = advance(a, prefix_sum).map(|r| r.map(f32::to_bits));
+        let y = advance(b, prefix_sum).map(|r| r.map(f32::to_bits));
+        assert_eq!(x, y, "{what}: step {i}");
+        if x.is_none() {
+            // An unstable encoder, refused the same way by both: no later step can succeed.
+            return;
+        }
     }
     assert!(matches!(
         step_past_horizon(a, prefix_sum),
@@ -277,7 +281,9 @@ pub fn seeds() -> Vec<(String, Vec<u8>)> {
                 }
             }
             if taken < n {
-                advance(&mut *stream, prefix_sum);
+                if advance(&mut *stream, prefix_sum).is_none() {
+                    break;
+                }
                 counter = ReleaseCounter::new(EPOCH, stream.steps_released());
             }
         }
