@@ -93,12 +93,12 @@ pub fn round_trip(bytes: &[u8], mechanism: &Mechanism<'_>) {
     );
 }
 
-/// Row `i` of the input replayed into every stream: one ordinary coordinate, one far above any
-/// clip norm (so clipping scales it) yet within the `2^96·ζ` the runtime clips exactly (beyond
-/// it a row is refused, `Error::InputTooLarge`), and one tiny one.
-pub fn input_row(i: u32) -> [f32; DIM] {
+/// Row `i` of the input replayed into a stream clipping to `ζ`: one ordinary coordinate, one far
+/// above the clip norm (`2^40·ζ`, so clipping scales it) yet within the `2^96·ζ` the runtime
+/// clips exactly (beyond it a row is refused, `Error::InputTooLarge`), and one tiny one.
+pub fn input_row(i: u32, clip_norm: f32) -> [f32; DIM] {
     let sign = if i.is_multiple_of(2) { 1.0 } else { -1.0 };
-    [0.25 * i as f32, sign * 1e20, 1e-30]
+    [0.25 * i as f32, sign * clip_norm * 2f32.powi(40), 1e-30]
 }
 
 /// One step of `stream`: `step` when it takes inputs for this workload (a prefix sum, or any
@@ -110,7 +110,7 @@ pub fn advance(stream: &mut (impl Replay + ?Sized), prefix_sum: bool) -> Option<
     let i = stream.steps_released();
     let mut out = [0.0f32; DIM];
     if stream.takes_inputs(prefix_sum) {
-        match stream.step(&input_row(i), &mut out) {
+        match stream.step(&input_row(i, stream.clip_norm()), &mut out) {
             Ok(()) => {}
             Err(Error::NonFiniteRelease { step, .. }) => {
                 assert_eq!(
@@ -124,7 +124,7 @@ pub fn advance(stream: &mut (impl Replay + ?Sized), prefix_sum: bool) -> Option<
         }
     } else {
         assert_eq!(
-            stream.step(&input_row(i), &mut out),
+            stream.step(&input_row(i, stream.clip_norm()), &mut out),
             Err(Error::WorkloadNotStreamable)
         );
         assert_eq!(stream.steps_released(), i);
@@ -145,7 +145,10 @@ pub fn step_past_horizon(
 ) -> Result<(), Error> {
     let mut out = [0.0f32; DIM];
     if stream.takes_inputs(prefix_sum) {
-        stream.step(&input_row(stream.steps_released()), &mut out)
+        stream.step(
+            &input_row(stream.steps_released(), stream.clip_norm()),
+            &mut out,
+        )
     } else {
         stream
             .step_noise(&mut out)
@@ -159,7 +162,7 @@ pub fn refused_calls(stream: &mut impl Replay, prefix_sum: bool) {
     let i = stream.steps_released();
     let mut out = [0.0f32; DIM];
     let mut short = [0.0f32; DIM - 1];
-    let row = input_row(i);
+    let row = input_row(i, stream.clip_norm());
     if stream.takes_inputs(prefix_sum) {
         assert!(stream.step(&row[..DIM - 1], &mut out).is_err());
         assert!(stream.step(&row, &mut short).is_err());
@@ -323,6 +326,8 @@ pub trait Replay {
     fn step_noise(&mut self, out: &mut [f32]) -> Option<Result<(), Error>>;
     /// `steps_released`.
     fn steps_released(&self) -> u32;
+    /// `clip_norm`: `ζ` as the stream applies it.
+    fn clip_norm(&self) -> f32;
     /// Whether `step` takes inputs for a blob of this workload: for a prefix sum (every form),
     /// or for any workload (BandMF, which releases the noised inputs).
     fn takes_inputs(&self, prefix_sum: bool) -> bool {
@@ -349,6 +354,9 @@ macro_rules! impl_replay {
             fn steps_released(&self) -> u32 {
                 $stream::steps_released(self)
             }
+            fn clip_norm(&self) -> f32 {
+                $stream::clip_norm(self)
+            }
         }
     )*};
 }
@@ -369,6 +377,9 @@ impl Replay for BandMfStream<'_, '_, ChaChaNoise> {
     fn steps_released(&self) -> u32 {
         BandMfStream::steps_released(self)
     }
+    fn clip_norm(&self) -> f32 {
+        BandMfStream::clip_norm(self)
+    }
     fn takes_inputs(&self, _: bool) -> bool {
         true
     }
@@ -387,5 +398,8 @@ impl Replay for BltStream<'_, '_, ChaChaNoise> {
     }
     fn steps_released(&self) -> u32 {
         BltStream::steps_released(self)
+    }
+    fn clip_norm(&self) -> f32 {
+        BltStream::clip_norm(self)
     }
 }
