@@ -6,16 +6,21 @@
 //! encoder `B̂⁻¹S`, the BandMF dynamic programme), agrees with it to 2e-6 (the bound's rounding allowance).
 
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use mfc_runtime::Error;
 use mfc_runtime::formats::Mechanism;
 use mfc_runtime::verify::{self, Unverifiable, Verdict};
 
-/// Compiles a blob with `extra` arguments and returns its bytes.
+/// Compiles a blob with `extra` arguments and returns its bytes. Each call writes its own file:
+/// two tests run in parallel compile the same table of blobs, and one must never read the file
+/// the other is writing.
 fn compile(name: &str, extra: &str) -> Vec<u8> {
+    static CALLS: AtomicUsize = AtomicUsize::new(0);
     let dir = std::env::temp_dir().join(format!("mfc-verify-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let out = dir.join(format!("{name}.mfc"));
+    let call = CALLS.fetch_add(1, Ordering::Relaxed);
+    let out = dir.join(format!("{name}-{call}.mfc"));
     let o = Command::new(env!("CARGO_BIN_EXE_mfc"))
         .args(["compile", "--noise-multiplier", "1", "--out"])
         .arg(&out)
