@@ -93,7 +93,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             "steps": args.steps,
             "participation": participation.describe(),
             "neighbouring": neighbouring_name(neighbouring),
-            "privacy_unit": privacy_unit(&participation, neighbouring, 1.0),
+            "privacy_unit": privacy_unit(&participation.describe(), neighbouring, 1.0),
             "units": "σ·ζ",
             "rows": rows,
         });

@@ -40,9 +40,10 @@ pub struct Args {
     /// `fft` or `fft-optimal` (the FFT mechanism or its optimal decoder, prefix sums, blocks of
     /// n/--stamps steps; no optimization); `bandmf` (BandMF: a banded encoder with --bands
     /// bands, general or --toeplitz; the prefix sum or momentum, whose noised inputs the
-    /// optimizer post-processes). Options of another form are refused.
-    #[arg(long, default_value = "banded", value_parser = options::form)]
-    form: FormKind,
+    /// optimizer post-processes). Options of another form are refused. [default: banded;
+    /// bandmf with --sampling-prob]
+    #[arg(long, value_parser = options::form)]
+    form: Option<FormKind>,
     /// BandMF: b̂, the bands of the encoder (1 ≤ b̂ ≤ min(b, n) under --min-sep/--every b), or
     /// `auto`: the fewest bands among 1, 2, 4, … and the most allowed (at most --max-bands) whose
     /// sqrt(L) is within 1% of the best of them [default: auto].
@@ -93,6 +94,13 @@ pub struct Args {
     /// Record this noise multiplier σ instead of calibrating one (with --delta, ε is reported).
     #[arg(long, allow_negative_numbers = true, value_parser = options::noise_multiplier)]
     noise_multiplier: Option<f64>,
+    /// Amplified BandMF (Choquette-Choo et al. 2023b): the records split into --bands b̂
+    /// groups, step i Poisson-samples each record of group i mod b̂ with this probability q
+    /// (cyclic Poisson sampling; --bands 1 is DP-SGD). σ is calibrated by the accountant for
+    /// the ⌈n/b̂⌉ steps a record can take part in, and the blob records the scheme. Implies
+    /// --form bandmf; needs --bands B; add-remove neighbours.
+    #[arg(long, allow_negative_numbers = true, value_parser = options::sampling_prob)]
+    sampling_prob: Option<f64>,
     /// Where to write the blob.
     #[arg(long, value_parser = options::out_path)]
     out: PathBuf,
@@ -118,7 +126,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         min_sep: args.schema.min_sep,
         every: args.schema.every,
         neighbouring: Some(args.schema.neighbouring),
-        form: Some(args.form),
+        form: args.form,
         stamps: args.stamps,
         bands: args.bands,
         max_bands: args.max_bands,
@@ -133,6 +141,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         epsilon: args.epsilon,
         delta: args.delta,
         noise_multiplier: args.noise_multiplier,
+        sampling_prob: args.sampling_prob,
         force: args.force,
     }
     .request()?;

@@ -3,8 +3,9 @@
 use std::path::PathBuf;
 
 use mfc_compiler::Error;
-use mfc_compiler::privacy::participation::Participation;
-use mfc_compiler::report::{method_description, neighbouring_name, privacy_unit};
+use mfc_compiler::report::{
+    SamplingReport, method_description, neighbouring_name, privacy_unit, stored_schema,
+};
 use mfc_formats::{Decoder, Mechanism, SensitivityMethod, Workload};
 use serde_json::json;
 
@@ -99,10 +100,9 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         Workload::Custom { label } => format!("custom ({label})"),
         _ => "unknown".to_string(),
     };
-    let schema = Participation::from_format(&h.participation)?;
-    let participation = schema.describe();
+    let (participation, sampling) = stored_schema(&h.participation, h.steps)?;
     let neighbouring = neighbouring_name(h.neighbouring);
-    let unit = privacy_unit(&schema, h.neighbouring, h.clip_norm);
+    let unit = privacy_unit(&participation, h.neighbouring, h.clip_norm);
     // (form, its parameters, table bytes, runtime floats per coordinate, (h, r) if banded).
     let (form, detail, table_bytes, ram, banded) = match m.decoder {
         Decoder::BandedLowRank(d) => (
@@ -152,9 +152,9 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     };
     let verification = mfc_compiler::privacy::verdict::check(&m);
     // (ε, δ) derived from σ at the stored δ; a stored ε below it is refused (exit 2).
-    let derived = h
-        .calibration
-        .map_or(Ok(None), |c| mfc_compiler::report::derived_privacy(&c));
+    let derived = h.calibration.map_or(Ok(None), |c| {
+        mfc_compiler::report::derived_privacy(&c, sampling.as_ref())
+    });
     let report = json!({
         "file": args.blob.display().to_string(),
         "format_version": mfc_formats::FORMAT_VERSION,
@@ -167,6 +167,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         "steps": h.steps,
         "unbounded_horizon": h.sensitivity.method.covers_every_horizon(),
         "participation": participation,
+        "sampling": sampling.as_ref().map(SamplingReport::new),
         "neighbouring": neighbouring,
         "privacy_unit": unit,
         "sensitivity": h.sensitivity.value,

@@ -279,6 +279,119 @@ fn calibrate_with_sampling_matches_the_reference_accountant() {
     assert_refused(&args("calibrate --steps 10 --epsilon 1 --delta 1e-5", &[]));
 }
 
+/// Issue 29: `mfc compile --sampling-prob q --bands b̂` writes amplified BandMF: the blob records
+/// cyclic Poisson sampling, its σ is the accountant's (the same as `mfc calibrate`'s for the
+/// scheme, within 0.01% of jax_privacy's `BandMFExecutionPlanConfig`), the device verifies its
+/// sensitivity as the largest column norm, and `inspect` derives ε by the accountant and states
+/// the scheme next to (ε, δ).
+#[test]
+fn compile_with_sampling_records_the_scheme_and_the_accountant_s_sigma() {
+    let out = temp("amplified.mfc");
+    let q = "0.5333333333333333"; // 500·64/60000: expected batch 500 of 60 000, 64 groups
+    let report = mfc_json(&args(
+        &format!(
+            "compile --sampling-prob {q} --bands 64 --toeplitz --steps 2000 --epsilon 8 \
+             --delta 1e-5 --out {{}} --json"
+        ),
+        &[&out],
+    ));
+    let sigma = report["privacy"]["noise_multiplier"].as_f64().unwrap();
+    let calibrated = mfc_json(&args(
+        &format!(
+            "calibrate --sampling-prob {q} --steps 2000 --bands 64 --epsilon 8 --delta 1e-5 --json"
+        ),
+        &[],
+    ));
+    assert_eq!(sigma, calibrated["noise_multiplier"].as_f64().unwrap());
+    // jax_privacy 2.0 (compiler/tests/data/accountant_reference.json): 1.977249056904702.
+    assert!((sigma / 1.977249056904702 - 1.0).abs() < 1e-4, "{sigma}");
+    let sampling = &report["sampling"];
+    assert_eq!(sampling["scheme"], "cyclic Poisson");
+    assert_eq!(sampling["cycle_length"], 64);
+    assert_eq!(
+        sampling["sampling_prob"].as_f64().unwrap(),
+        0.5333333333333333
+    );
+    assert_eq!(sampling["participations"], 32);
+    let schema = report["participation"].as_str().unwrap();
+    assert!(
+        schema.starts_with("cyclic Poisson sampling") && schema.contains("exactly 64 apart"),
+        "{schema}"
+    );
+    assert!(
+        report["privacy_unit"].as_str().unwrap().contains(schema),
+        "{report}"
+    );
+    let inspected = mfc_json(&args("inspect {} --json", &[&out]));
+    assert_eq!(inspected["sampling"], report["sampling"]);
+    assert_eq!(inspected["participation"], report["participation"]);
+    assert_eq!(inspected["privacy_claim"], "holds");
+    let epsilon = inspected["epsilon"].as_f64().unwrap();
+    assert!(epsilon <= 8.0 && epsilon > 7.99, "{epsilon}");
+    assert!(
+        inspected["verification"].to_string().contains("verified"),
+        "{inspected}"
+    );
+    // DP-SGD is one band: the same code, a noise multiplier of jax_privacy's within 0.01%.
+    let dpsgd = mfc_json(&args(
+        "compile --sampling-prob 0.008333333333333333 --bands 1 --steps 2000 --epsilon 1 \
+         --delta 1e-5 --out {} --json",
+        &[&temp("dpsgd.mfc")],
+    ));
+    let sigma = dpsgd["privacy"]["noise_multiplier"].as_f64().unwrap();
+    assert!((sigma / 1.5873258373762238 - 1.0).abs() < 1e-4, "{sigma}");
+    assert!(
+        dpsgd["participation"].as_str().unwrap().contains("DP-SGD"),
+        "{dpsgd}"
+    );
+}
+
+/// Issue 29's refusals: a rate outside (0, 1], bands above the steps, a sampling rate with a
+/// form or schema it does not compose with, replace-one, `--bands auto`: each one line naming
+/// the option.
+#[test]
+fn compile_with_sampling_refuses_what_it_does_not_compose_with() {
+    let out = temp("amplified-refused.mfc");
+    for (line, names) in [
+        (
+            "--sampling-prob 0 --bands 4",
+            "0 is not a finite number in (0, 1]",
+        ),
+        (
+            "--sampling-prob 1.5 --bands 4",
+            "1.5 is not a finite number in (0, 1]",
+        ),
+        ("--sampling-prob 0.1 --bands 17", "--bands 17"),
+        (
+            "--sampling-prob 0.1",
+            "--sampling-prob 0.1: needs --bands B",
+        ),
+        (
+            "--sampling-prob 0.1 --bands auto",
+            "--sampling-prob 0.1: needs --bands B",
+        ),
+        (
+            "--sampling-prob 0.1 --bands 4 --form blt",
+            "--sampling-prob 0.1: amplification by sampling needs a banded encoder: --form bandmf",
+        ),
+        (
+            "--sampling-prob 0.1 --bands 4 --epochs 2 --min-sep 8",
+            "--sampling-prob 0.1: excludes --epochs",
+        ),
+        (
+            "--sampling-prob 0.1 --bands 4 --neighbouring replace-one",
+            "--neighbouring replace-one",
+        ),
+    ] {
+        let err = assert_refused(&args(
+            &format!("compile --steps 16 {line} --epsilon 1 --delta 1e-5 --out {{}}"),
+            &[&out],
+        ));
+        assert!(err.contains(names), "{line}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{line}: {err}");
+    }
+}
+
 #[test]
 fn issue_31_fixed_epoch_order_is_certified_to_the_requested_gap() {
     // The fixed-epoch optimizer is Newton's method on the dual: the --gap asked for is the gap

@@ -21,6 +21,8 @@ use crate::optimize::blt::optimize_blt;
 use crate::optimize::multi_epoch::MultiEpochOptions;
 use crate::optimize::optimum::{OptimumOptions, choose_stamps};
 use crate::optimize::single::{OptimizeOptions, Progress};
+use crate::privacy::accountant::PldOptions;
+use crate::privacy::accountant::bandmf::AmplifiedBandMf;
 use crate::privacy::calibrate::{epsilon_for_noise_multiplier, noise_multiplier_for};
 use crate::privacy::participation::Participation;
 use crate::report::{CompileReport, PrivacyStatement};
@@ -143,7 +145,13 @@ pub fn workload(spec: &WorkloadSpec, steps: Option<usize>) -> Result<(Workload, 
 
 /// The calibration a blob records for `privacy`: `σ` for a target (rounded up), or the given
 /// `σ` with the `ε` it gives at the given `δ`.
-fn calibration(privacy: Privacy) -> Result<Option<Calibration>, Error> {
+fn calibration(
+    privacy: Privacy,
+    sampling: Option<&AmplifiedBandMf>,
+) -> Result<Option<Calibration>, Error> {
+    if let Some(scheme) = sampling {
+        return amplified_calibration(privacy, scheme);
+    }
     Ok(match privacy {
         Privacy::Uncalibrated => None,
         Privacy::Target { epsilon, delta } => {
@@ -178,6 +186,33 @@ fn calibration(privacy: Privacy) -> Result<Option<Calibration>, Error> {
     })
 }
 
+/// The calibration of amplified BandMF (`scheme`) by the accountant: `σ` for a target (the
+/// smallest meeting it, rounded up), or the given `σ` with the `ε` it gives at the given `δ`
+/// (an upper bound).
+fn amplified_calibration(
+    privacy: Privacy,
+    scheme: &AmplifiedBandMf,
+) -> Result<Option<Calibration>, Error> {
+    let options = PldOptions::default();
+    Ok(match privacy {
+        Privacy::Uncalibrated => None,
+        Privacy::Target { epsilon, delta } => Some(Calibration {
+            noise_multiplier: scheme.noise_multiplier(epsilon, delta, &options)?,
+            target: Some(PrivacyTarget { epsilon, delta }),
+        }),
+        Privacy::NoiseMultiplier { sigma, delta } => Some(Calibration {
+            noise_multiplier: sigma,
+            target: match delta {
+                Some(delta) => Some(PrivacyTarget {
+                    epsilon: scheme.epsilon(sigma, delta, &options)?,
+                    delta,
+                }),
+                None => None,
+            },
+        }),
+    })
+}
+
 /// Compiles `request`: everything but writing the blob and printing. The checks that need the
 /// horizon come first (a separation, a band, stamps at most `n`; the memory of the forms that
 /// hold vectors of `n`), then the one dispatch over the forms.
@@ -186,8 +221,26 @@ pub fn compile(
     on_event: &mut dyn FnMut(Event),
 ) -> Result<Compiled, Error> {
     let started = Instant::now();
-    let calibration = calibration(request.privacy)?;
     let (workload, steps) = workload(&request.workload, request.steps)?;
+    let sampling = match (request.sampling_prob, &request.form) {
+        (None, _) => None,
+        (
+            Some(q),
+            FormSpec::BandMf {
+                bands: Bands::Fixed(b),
+                ..
+            },
+        ) => Some(AmplifiedBandMf::new(steps, *b, q)?),
+        (Some(q), _) => {
+            return Err(OptionError::new(
+                Opt::SamplingProb,
+                crate::request::number(q),
+                "needs {form} bandmf with {bands} B, a fixed number of bands",
+            )
+            .into());
+        }
+    };
+    let calibration = calibration(request.privacy, sampling.as_ref())?;
     // The steps the sensitivity covers: a BLT blob's horizon may exceed its design steps.
     let covered = match request.form {
         FormSpec::Blt {
@@ -255,6 +308,7 @@ pub fn compile(
         clip_norm: request.clip_norm,
         calibration,
         neighbouring: request.neighbouring,
+        sampling,
     };
     let job = Job {
         request,

@@ -12,6 +12,8 @@ use mfc_formats::{Neighbouring, SensitivityMethod};
 use crate::Result;
 use crate::forms::banded::CompiledMechanism;
 use crate::optimize::optimum::certificate_holds;
+use crate::privacy::accountant::PldOptions;
+use crate::privacy::accountant::bandmf::AmplifiedBandMf;
 use crate::privacy::participation::Participation;
 use crate::request::epsilon_text;
 use crate::ship::blob::BlobOptions;
@@ -33,39 +35,57 @@ pub struct PrivacyReport {
     pub max_stddev_per_step: f64,
 }
 
-/// The `(ε, δ)` a calibration gives: `ε` **derived** from `σ` at the calibration's `δ` by the
-/// analytic Gaussian relation (`mfc_runtime::privacy`, rounded up), never read from the stored
-/// target. A compiled mechanism is one Gaussian mechanism of sensitivity 1 and noise multiplier
-/// `σ` once its noise is scaled by the recorded sensitivity (Denisov et al. 2022, Thm 2.1), so
-/// `σ` and `δ` determine `ε`; a stored target whose `ε` is below that claims more privacy than the
-/// blob gives, and is refused ([`crate::Error::OverstatedPrivacy`]). `None` for a calibration without a
-/// target (`--noise-multiplier`: no `δ` to derive `ε` at).
+/// The `(ε, δ)` a calibration gives: `ε` **derived** from `σ` at the calibration's `δ`, never
+/// read from the stored target. A compiled mechanism is one Gaussian mechanism of sensitivity 1
+/// and noise multiplier `σ` once its noise is scaled by the recorded sensitivity (Denisov et al.
+/// 2022, Thm 2.1), so `σ` and `δ` determine `ε`: by the analytic Gaussian relation
+/// (`mfc_runtime::privacy`, rounded up), or, under cyclic Poisson sampling (`sampling`, the
+/// scheme the blob records), by the accountant's composition of `⌈n/b̂⌉` subsampled Gaussians
+/// (pessimistic: an upper bound). A stored target whose `ε` is below that claims more privacy
+/// than the blob gives, and is refused ([`crate::Error::OverstatedPrivacy`]). `None` for a
+/// calibration without a target (`--noise-multiplier`: no `δ` to derive `ε` at).
 pub fn derived_privacy(
     calibration: &mfc_formats::Calibration,
+    sampling: Option<&AmplifiedBandMf>,
 ) -> Result<Option<(f64, f64)>, crate::Error> {
     let Some(target) = calibration.target else {
         return Ok(None);
     };
     let sigma = calibration.noise_multiplier;
-    let epsilon = mfc_runtime::privacy::epsilon_for_noise_multiplier(sigma, target.delta).ok_or(
-        crate::Error::OverstatedPrivacy {
-            claimed_epsilon: target.epsilon,
-            epsilon: f64::INFINITY,
-            delta: target.delta,
-            noise_multiplier: sigma,
-        },
-    )?;
+    let overstated = |epsilon| crate::Error::OverstatedPrivacy {
+        claimed_epsilon: target.epsilon,
+        epsilon,
+        delta: target.delta,
+        noise_multiplier: sigma,
+    };
+    let epsilon = match sampling {
+        None => mfc_runtime::privacy::epsilon_for_noise_multiplier(sigma, target.delta)
+            .ok_or(overstated(f64::INFINITY))?,
+        Some(scheme) => scheme
+            .epsilon(sigma, target.delta, &PldOptions::default())
+            .map_err(|_| overstated(f64::INFINITY))?,
+    };
     // The compiler rounds σ up for its target, so an honest target's ε is at least the derived
     // one, but for the bisections' 1e-12.
     if target.epsilon < epsilon * (1.0 - 1e-9) {
-        return Err(crate::Error::OverstatedPrivacy {
-            claimed_epsilon: target.epsilon,
-            epsilon,
-            delta: target.delta,
-            noise_multiplier: sigma,
-        });
+        return Err(overstated(epsilon));
     }
     Ok(Some((epsilon, target.delta)))
+}
+
+/// The participation schema a blob of `steps` steps records, in words, and the sampling scheme
+/// its calibration is accounted under, if it records one (cyclic Poisson sampling).
+pub fn stored_schema(
+    stored: &mfc_formats::Participation,
+    steps: u32,
+) -> Result<(String, Option<AmplifiedBandMf>)> {
+    match AmplifiedBandMf::from_format(stored, steps) {
+        Some(scheme) => {
+            let scheme = scheme?;
+            Ok((scheme.schema(), Some(scheme)))
+        }
+        None => Ok((Participation::from_format(stored)?.describe(), None)),
+    }
 }
 
 /// What every compile report states about what ships, whatever its form: the schema and the
@@ -104,6 +124,37 @@ pub struct PrivacyStatement {
     pub error_scope: String,
     /// Calibration, if the blob is calibrated.
     pub privacy: Option<PrivacyReport>,
+    /// The sampling scheme the calibration is accounted under, if the blob records one.
+    pub sampling: Option<SamplingReport>,
+}
+
+/// A blob's cyclic Poisson sampling scheme (amplified BandMF), as reports print it: the keys a
+/// training loop's sampler checks itself against (Python's `CyclicPoissonSampling.check`).
+#[derive(Debug, Clone, Serialize)]
+pub struct SamplingReport {
+    /// `"cyclic Poisson"`.
+    pub scheme: &'static str,
+    /// `b̂`, the number of groups.
+    pub cycle_length: usize,
+    /// `q`, the rate within the active group.
+    pub sampling_prob: f64,
+    /// `n`, the steps the scheme is accounted over.
+    pub iterations: usize,
+    /// `⌈n/b̂⌉`, the most steps one record takes part in.
+    pub participations: u64,
+}
+
+impl SamplingReport {
+    /// The report of `scheme`.
+    pub fn new(scheme: &AmplifiedBandMf) -> Self {
+        Self {
+            scheme: "cyclic Poisson",
+            cycle_length: scheme.bands(),
+            sampling_prob: scheme.sampling_prob(),
+            iterations: scheme.steps(),
+            participations: scheme.participations(),
+        }
+    }
 }
 
 impl PrivacyStatement {
@@ -126,9 +177,13 @@ impl PrivacyStatement {
         let sqrt_loss = step_stddev.iter().map(|s| s * s).sum::<f64>().sqrt();
         let max_stddev = step_stddev.iter().copied().fold(0.0, f64::max);
         let steps = step_stddev.len().max(1) as f64;
+        let schema = match &options.sampling {
+            Some(scheme) => scheme.schema(),
+            None => participation.describe(),
+        };
         let privacy = match options.calibration {
             Some(cal) => {
-                let derived = derived_privacy(&cal)?;
+                let derived = derived_privacy(&cal, options.sampling.as_ref())?;
                 Some(PrivacyReport {
                     noise_multiplier: cal.noise_multiplier,
                     epsilon: derived.map(|(e, _)| e),
@@ -145,9 +200,10 @@ impl PrivacyStatement {
             max_step_stddev: max_stddev,
             last_step_stddev: step_stddev.last().copied().unwrap_or(0.0),
             error_scope: String::new(),
-            participation: participation.describe(),
+            privacy_unit: privacy_unit(&schema, options.neighbouring, clip_norm),
+            participation: schema,
+            sampling: options.sampling.as_ref().map(SamplingReport::new),
             neighbouring: neighbouring_name(options.neighbouring),
-            privacy_unit: privacy_unit(participation, options.neighbouring, clip_norm),
             sqrt_loss,
             sensitivity: factor * sensitivity,
             sensitivity_method: method_description(method),
@@ -324,18 +380,13 @@ pub fn neighbouring_name(neighbouring: Neighbouring) -> &'static str {
 
 /// The unit of privacy in words, as every report and `mfc inspect` print it next to `(ε, δ)`:
 /// what one record contributes and which datasets are neighbours.
-pub fn privacy_unit(
-    participation: &Participation,
-    neighbouring: Neighbouring,
-    clip_norm: f64,
-) -> String {
+pub fn privacy_unit(schema: &str, neighbouring: Neighbouring, clip_norm: f64) -> String {
     let relation = match neighbouring {
         Neighbouring::ReplaceOne => "replacing one record by another (sensitivity doubled)",
         _ => "adding or removing one record",
     };
     format!(
-        "one record: its input rows, each clipped to ζ = {clip_norm} (a whole step's row when a step holds one record), under {}; neighbouring datasets differ by {relation}",
-        participation.describe()
+        "one record: its input rows, each clipped to ζ = {clip_norm} (a whole step's row when a step holds one record), under {schema}; neighbouring datasets differ by {relation}"
     )
 }
 

@@ -70,7 +70,7 @@ pub enum Workload<'a> {
 }
 
 /// The participation schema: which sets of steps one record may contribute to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum Participation {
@@ -92,6 +92,22 @@ pub enum Participation {
         max_participations: u32,
         /// `b`, the least gap between two participations.
         min_separation: u32,
+    },
+    /// Cyclic Poisson sampling, the scheme of amplified BandMF (Choquette-Choo et al. 2023b,
+    /// Algorithm 2; jax_privacy's `CyclicPoissonSampling`): every record is in one of `b̂ =
+    /// cycle_length` groups, drawn independently of the other records, and step `i` includes
+    /// each record of group `i mod b̂` independently with probability `q = sampling_prob`, no
+    /// record of another group. A record therefore takes part in at most `⌈n/b̂⌉` steps, exactly
+    /// `b̂` apart, and only a BandMF decoder with at most `b̂` bands is valid with it: the
+    /// encoder columns of those steps do not overlap, the recorded sensitivity is the largest
+    /// column norm (that of single participation), and the calibration's `σ` is that of the
+    /// composition of `⌈n/b̂⌉` Poisson-subsampled Gaussian mechanisms of rate `q`
+    /// (add-remove neighbouring only). `b̂ = 1` is DP-SGD.
+    CyclicPoisson {
+        /// `b̂`, the number of groups (and the most bands the encoder may have).
+        cycle_length: u32,
+        /// `q ∈ (0, 1]`, the probability that a record of the active group is in a step.
+        sampling_prob: f64,
     },
 }
 
@@ -649,6 +665,25 @@ impl<'a> Mechanism<'a> {
         } = h.participation
         {
             if max_participations == 0 || gap == 0 || gap > h.steps {
+                return Err(Error::InvalidField {
+                    field: "participation",
+                });
+            }
+        }
+        if let Participation::CyclicPoisson {
+            cycle_length,
+            sampling_prob,
+        } = h.participation
+        {
+            // The amplified analysis needs non-overlapping encoder columns (a BandMF decoder of
+            // at most `b̂` bands), add-remove neighbours, and a rate that is a probability.
+            let bands_fit = matches!(self.decoder, Decoder::BandMf(d) if d.bands <= cycle_length);
+            if cycle_length == 0
+                || cycle_length > h.steps
+                || !(is_positive_finite(sampling_prob) && sampling_prob <= 1.0)
+                || h.neighbouring != Neighbouring::AddOrRemove
+                || !bands_fit
+            {
                 return Err(Error::InvalidField {
                     field: "participation",
                 });

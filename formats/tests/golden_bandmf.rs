@@ -238,3 +238,92 @@ fn every_truncation_and_bit_flip_is_rejected() {
         common::assert_every_bit_flip_rejected(&blob);
     }
 }
+
+/// Cyclic Poisson sampling (participation 3, `SPEC.md`): the Toeplitz blob above under
+/// `CyclicPoisson { b̂ = 2, q = 0.25 }` (bytes computed independently with Python's `struct` and
+/// `zlib.crc32`).
+const CYCLIC_POISSON: [&str; 18] = [
+    "4d4643424c4f4200",                                   // magic
+    "0100",                                               // format version 1
+    "0000",                                               // flags
+    "47000000",                                           // payload length 71
+    "00",                                                 // workload: PrefixSum
+    "03",                                                 // steps: 3
+    "03",                                                 // participation: CyclicPoisson
+    "02",                                                 //   cycle_length b̂: 2
+    "000000000000d03f",                                   //   sampling_prob q: 0.25
+    "000000000000f03f",                                   // sensitivity.value: 1.0
+    "00",                                                 // sensitivity.method: MaxColumnNorm
+    "000000000000f03f",                                   // clip_norm: 1.0
+    "00",                                                 // calibration: None
+    "000000000000004000000000000000f83f000000000000f83f", // error: 2.0, None, 1.5, 1.5
+    "036d6663",                                           // generator: "mfc"
+    "0301020800",     // decoder: BandMf, Toeplitz, b̂ = 2, 8 bytes
+    "00803f000000bf", //   c = (1.0, -0.5)
+    "b0b9afd0",       // CRC-32 (zlib.crc32)
+];
+
+#[test]
+fn cyclic_poisson_blob_bytes_are_pinned() {
+    use mfc_formats::Participation;
+    let c = encode_f32s([1.0, -0.5]);
+    let sampled = |cycle_length, sampling_prob: f64| {
+        let mut m = mechanism(BandMfKind::Toeplitz, 2, &c);
+        m.header.participation = Participation::CyclicPoisson {
+            cycle_length,
+            sampling_prob,
+        };
+        m
+    };
+    let blob = sampled(2, 0.25).to_vec().unwrap();
+    assert_eq!(hex(&blob), CYCLIC_POISSON.concat());
+    assert_eq!(Mechanism::from_bytes(&blob).unwrap(), sampled(2, 0.25));
+    // Three groups for two bands is valid (the columns still do not overlap); q = 1 is valid.
+    assert!(sampled(3, 1.0).validate().is_ok());
+}
+
+/// A cyclic Poisson schema is valid only where its analysis holds: a probability `q ∈ (0, 1]`,
+/// `1 ≤ b̂ ≤ n`, a BandMF decoder of at most `b̂` bands, add-remove neighbours.
+#[test]
+fn cyclic_poisson_outside_its_analysis_is_refused() {
+    use mfc_formats::{Neighbouring, Participation};
+    let c = encode_f32s([1.0, -0.5]);
+    let refused = Err(Error::InvalidField {
+        field: "participation",
+    });
+    let sampled = |cycle_length, sampling_prob| {
+        let mut m = mechanism(BandMfKind::Toeplitz, 2, &c);
+        m.header.participation = Participation::CyclicPoisson {
+            cycle_length,
+            sampling_prob,
+        };
+        m
+    };
+    for (b, q) in [
+        (2, 0.0),
+        (2, -0.25),
+        (2, 1.5),
+        (2, f64::NAN),
+        (2, f64::INFINITY),
+        (0, 0.25),
+        (4, 0.25), // more groups than steps
+        (1, 0.25), // 2 bands overlap within one group
+    ] {
+        assert_eq!(
+            sampled(b, q).validate().map(|_| ()),
+            refused,
+            "b̂ {b}, q {q}"
+        );
+    }
+    let mut replace = sampled(2, 0.25);
+    replace.header.neighbouring = Neighbouring::ReplaceOne;
+    assert_eq!(replace.validate().map(|_| ()), refused);
+    // Any other decoder: the amplified analysis needs a banded encoder.
+    let (theta, omega) = (encode_f32s([0.5]), encode_f32s([0.25]));
+    let mut blt = sampled(2, 0.25);
+    blt.decoder = Decoder::Blt(mfc_formats::Blt {
+        theta: F32Table::new(&theta).unwrap(),
+        omega: F32Table::new(&omega).unwrap(),
+    });
+    assert_eq!(blt.validate().map(|_| ()), refused);
+}

@@ -11,7 +11,7 @@
 //! whose sensitivity cannot be verified is refused or admitted as
 //! [`Policy::refuse_unverifiable`] says.
 
-use mfc_formats::Validated;
+use mfc_formats::{Participation, Validated};
 
 use crate::error::Error;
 use crate::privacy::epsilon_for_noise_multiplier;
@@ -27,7 +27,11 @@ pub enum Floor {
         /// The least noise multiplier.
         min: f64,
     },
-    /// `ε(σ, δ) ≤ max` at the device's `δ`.
+    /// `ε(σ, δ) ≤ max` at the device's `δ`, by the analytic Gaussian relation: one Gaussian
+    /// release of sensitivity 1. A blob under cyclic Poisson sampling (amplified BandMF) is
+    /// accounted as a composition of subsampled Gaussians, which the device does not compute:
+    /// this floor refuses it (use [`Floor::NoiseMultiplier`] with the `σ` the host's accountant
+    /// gives for the device's target).
     Epsilon {
         /// The largest `ε`.
         max: f64,
@@ -114,6 +118,11 @@ pub fn check_floor(
         .ok_or(Error::BelowPrivacyFloor)?;
     let ok = match floor {
         Floor::NoiseMultiplier { min } => min.is_finite() && sigma >= min,
+        Floor::Epsilon { .. }
+            if matches!(m.header.participation, Participation::CyclicPoisson { .. }) =>
+        {
+            false
+        }
         Floor::Epsilon { max, delta } => {
             epsilon_for_noise_multiplier(sigma, delta).is_some_and(|eps| eps <= max)
         }

@@ -358,3 +358,51 @@ fn a_lowered_noise_multiplier_is_refused_by_the_floor() {
         Ok(Verdict::Unverifiable(_))
     ));
 }
+
+/// Cyclic Poisson sampling (amplified BandMF) records the largest column norm: the device
+/// verifies it as single participation (exact; a 1% lower record is refused as understated),
+/// and admits it under a σ floor but never under an ε floor, whose analytic Gaussian relation
+/// is not the accounting of a composition of subsampled Gaussians.
+#[test]
+fn cyclic_poisson_is_verified_as_its_largest_column_and_refused_by_an_epsilon_floor() {
+    let c = encode_f32s([1.0f32, -0.5]);
+    let decoder = Decoder::BandMf(BandMf {
+        kind: BandMfKind::Toeplitz,
+        bands: 2,
+        encoder: F32Table::new(&c).unwrap(),
+    });
+    let sampled = Participation::CyclicPoisson {
+        cycle_length: 2,
+        sampling_prob: 0.25,
+    };
+    let sens = (1.25f64).sqrt();
+    assert_tight(bound(8, sampled, decoder), sens, "cyclic Poisson");
+    let blob = |value: f64| {
+        Mechanism {
+            header: header(8, sampled, value),
+            decoder,
+        }
+        .to_vec()
+        .unwrap()
+    };
+    let (honest, lowered) = (blob(sens * (1.0 + 1e-9)), blob(sens * 0.99));
+    let honest = Mechanism::from_bytes(&honest).unwrap();
+    assert!(matches!(
+        verify::verify(&honest, &mut [], 1000),
+        Ok(Verdict::Verified { .. })
+    ));
+    assert!(matches!(
+        verify::verify(&Mechanism::from_bytes(&lowered).unwrap(), &mut [], 1000),
+        Err(Error::SensitivityUnderstated { .. })
+    ));
+    let sigma_floor = Floor::NoiseMultiplier { min: 2.0 };
+    assert_eq!(check_floor(&honest, None, sigma_floor), Ok(()));
+    let epsilon_floor = Floor::Epsilon {
+        max: 1e4,
+        delta: 1e-6,
+    };
+    assert_eq!(
+        check_floor(&honest, None, epsilon_floor),
+        Err(Error::BelowPrivacyFloor)
+    );
+}

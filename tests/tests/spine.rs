@@ -438,6 +438,7 @@ fn replace_one_noise_is_exactly_twice_the_add_remove_noise() {
                 target: None,
             }),
             neighbouring,
+            ..BlobOptions::default()
         };
         mfc_compiler::forms::banded::encode(&compiled, &Workload::PrefixSum, &options)
             .unwrap()

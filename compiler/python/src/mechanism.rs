@@ -3,8 +3,9 @@
 use std::path::PathBuf;
 
 use mfc_compiler::compile::{Event, compile as run_compile};
-use mfc_compiler::privacy::participation::Participation;
-use mfc_compiler::report::{method_description, neighbouring_name, privacy_unit};
+use mfc_compiler::report::{
+    SamplingReport, method_description, neighbouring_name, privacy_unit, stored_schema,
+};
 use mfc_compiler::request::{
     BandsChoice, FormKind, Horizon, MAX_BUFFERS, MAX_REFINE, MAX_STEPS, Opt, OptionError, Options,
     Spelling, Stamps, WorkloadSpec, parse_neighbouring,
@@ -32,7 +33,7 @@ pub struct Mechanism {
 /// The blob's header as `mfc inspect --json` reports it, with the unit of privacy.
 pub(crate) fn header_report(m: &Validated<'_>, blob_len: usize) -> Result<serde_json::Value> {
     let h = &m.header;
-    let schema = Participation::from_format(&h.participation)?;
+    let (schema, sampling) = stored_schema(&h.participation, h.steps)?;
     let workload = match h.workload {
         mfc_formats::Workload::PrefixSum => "prefix sum".to_string(),
         mfc_formats::Workload::Custom { label } => format!("custom ({label})"),
@@ -41,7 +42,7 @@ pub(crate) fn header_report(m: &Validated<'_>, blob_len: usize) -> Result<serde_
     // (ε, δ) derived from σ at the stored δ, as `mfc inspect` prints it; a stored ε below it is
     // a false claim and the blob is refused.
     let derived = match h.calibration {
-        Some(c) => mfc_compiler::report::derived_privacy(&c)?,
+        Some(c) => mfc_compiler::report::derived_privacy(&c, sampling.as_ref())?,
         None => None,
     };
     Ok(serde_json::json!({
@@ -50,7 +51,8 @@ pub(crate) fn header_report(m: &Validated<'_>, blob_len: usize) -> Result<serde_
         "generator": h.generator,
         "workload": workload,
         "steps": h.steps,
-        "participation": schema.describe(),
+        "participation": schema,
+        "sampling": sampling.as_ref().map(SamplingReport::new),
         "neighbouring": neighbouring_name(h.neighbouring),
         "privacy_unit": privacy_unit(&schema, h.neighbouring, h.clip_norm),
         "sensitivity": h.sensitivity.value,
@@ -277,15 +279,17 @@ fn text(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
 /// arguments (`--min-sep` is `min_sep`; `workload` may also be the `n × n` lower-triangular
 /// float64 matrix `A` itself). The options of a form (`band`, `rank`, `refine`, `gap`,
 /// `stamps`; `buffers`, `horizon`; `bands`, `max_bands`, `toeplitz`) are refused for another
-/// form. A refusal is a `CompileError` naming the keyword, the value and what is allowed.
+/// form; `form` defaults to `banded`, or to `bandmf` with `sampling_prob` (amplified BandMF
+/// under cyclic Poisson sampling, `σ` by the accountant, the scheme recorded). A refusal is a `CompileError` naming the keyword, the value and what is allowed.
 /// Releases the GIL while it runs; the dense compile's estimated memory and time arrive as a
 /// `UserWarning`.
 #[pyfunction]
 #[pyo3(signature = (
     *, steps=None, workload=None, cooldown=None, epochs=None, min_sep=None, every=None,
-    neighbouring="add-remove", form="banded", stamps=None, band=None, rank=None, refine=None,
+    neighbouring="add-remove", form=None, stamps=None, band=None, rank=None, refine=None,
     gap=None, bands=None, max_bands=None, toeplitz=false, buffers=None, horizon=None,
-    clip_norm=1.0, epsilon=None, delta=None, noise_multiplier=None, force=false
+    clip_norm=1.0, epsilon=None, delta=None, noise_multiplier=None, sampling_prob=None,
+    force=false
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn compile(
@@ -297,7 +301,7 @@ pub fn compile(
     min_sep: Option<Bound<'_, PyAny>>,
     every: Option<Bound<'_, PyAny>>,
     neighbouring: &str,
-    form: &str,
+    form: Option<&str>,
     stamps: Option<Bound<'_, PyAny>>,
     band: Option<Bound<'_, PyAny>>,
     rank: Option<Bound<'_, PyAny>>,
@@ -312,6 +316,7 @@ pub fn compile(
     epsilon: Option<f64>,
     delta: Option<f64>,
     noise_multiplier: Option<f64>,
+    sampling_prob: Option<f64>,
     force: bool,
 ) -> PyResult<Mechanism> {
     // Integers are checked with the keyword's name and the library's range: a negative number
@@ -371,7 +376,7 @@ pub fn compile(
         min_sep: size(min_sep, Opt::MinSep, 1, MAX_STEPS)?,
         every: size(every, Opt::Every, 1, MAX_STEPS)?,
         neighbouring: Some(parsed(parse_neighbouring(neighbouring))?),
-        form: Some(parsed(FormKind::parse(form))?),
+        form: form.map(|f| parsed(FormKind::parse(f))).transpose()?,
         stamps: text(stamps.as_ref())?
             .map(|t| parsed(Stamps::parse(&t)))
             .transpose()?,
@@ -392,6 +397,7 @@ pub fn compile(
         epsilon,
         delta,
         noise_multiplier,
+        sampling_prob,
         force,
     }
     .request()

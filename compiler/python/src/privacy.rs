@@ -9,8 +9,12 @@
 //! is the analytic Gaussian relation (Balle & Wang 2018, Thm 8), computed by the runtime's
 //! [`epsilon_for_noise_multiplier`] (rounded up), and its zCDP parameter is `ρ = 1/(2σ²)`. This
 //! holds when the recorded sensitivity is right: `verified` says whether the device's check
-//! confirmed it.
+//! confirmed it. A blob under cyclic Poisson sampling (amplified BandMF) is accounted instead as
+//! the composition of `⌈n/b̂⌉` Poisson-subsampled Gaussians of noise multiplier `σ`
+//! (`mfc_compiler::privacy::accountant`, pessimistic: `ε` an upper bound).
 
+use mfc_compiler::privacy::accountant::PldOptions;
+use mfc_compiler::privacy::accountant::bandmf::AmplifiedBandMf;
 use mfc_runtime::privacy::{epsilon_for_noise_multiplier, zcdp_rho};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -29,16 +33,26 @@ pub struct StreamPrivacy {
     pub participation: String,
     /// `add-remove` or `replace-one`.
     pub neighbouring: String,
+    /// The sampling scheme the blob records, if any: `ε` is then the accountant's.
+    pub sampling: Option<AmplifiedBandMf>,
     /// Whether the device's check confirmed the recorded sensitivity.
     pub verified: bool,
     /// The check's verdict, in words.
     pub verification: String,
 }
 
-/// `ε` of noise multiplier `sigma` at `delta` (rounded up): `inf` when it exceeds `10⁴` (the
-/// solver's range), `None` without a `δ`.
-pub fn epsilon(sigma: f64, delta: Option<f64>) -> Option<f64> {
-    delta.map(|d| epsilon_for_noise_multiplier(sigma, d).unwrap_or(f64::INFINITY))
+/// `ε` of noise multiplier `sigma` at `delta` (rounded up), by the analytic Gaussian relation
+/// or, under `sampling`, by the accountant: `inf` when it is out of their range, `None` without
+/// a `δ`.
+pub fn epsilon(sigma: f64, delta: Option<f64>, sampling: Option<&AmplifiedBandMf>) -> Option<f64> {
+    delta.map(|d| {
+        match sampling {
+            None => epsilon_for_noise_multiplier(sigma, d),
+            Some(scheme) => scheme.epsilon(sigma, d, &PldOptions::default()).ok(),
+        }
+        .filter(|e| e.is_finite())
+        .unwrap_or(f64::INFINITY)
+    })
 }
 
 impl StreamPrivacy {
@@ -50,7 +64,7 @@ impl StreamPrivacy {
 
     /// `ε` of the stream's `σ` at the blob's `δ`.
     pub fn epsilon(&self) -> Option<f64> {
-        epsilon(self.noise_multiplier, self.delta)
+        epsilon(self.noise_multiplier, self.delta, self.sampling.as_ref())
     }
 
     /// One sentence: what holds, for whom, and how it was computed.
@@ -68,8 +82,12 @@ impl StreamPrivacy {
         } else {
             "NOT verified"
         };
+        let accounting = match self.sampling {
+            None => "analytic Gaussian",
+            Some(_) => "privacy loss distributions of the sampled scheme, an upper bound",
+        };
         format!(
-            "{guarantee}, ρ-zCDP {:.4e}, from σ = {sigma:?} (analytic Gaussian, recomputed at the \
+            "{guarantee}, ρ-zCDP {:.4e}, from σ = {sigma:?} ({accounting}, recomputed at the \
              blob's δ), {} neighbours, for {}; the blob's recorded sensitivity is {sensitivity}",
             zcdp_rho(sigma),
             self.neighbouring,
@@ -88,7 +106,7 @@ impl StreamPrivacy {
         out.set_item(
             "blob_epsilon",
             self.blob_noise_multiplier
-                .and_then(|s| epsilon(s, self.delta)),
+                .and_then(|s| epsilon(s, self.delta, self.sampling.as_ref())),
         )?;
         out.set_item("lowered", self.lowered())?;
         out.set_item("privacy_unit", &self.privacy_unit)?;

@@ -226,6 +226,9 @@ impl Stream {
             .or(blob_sigma)
             .ok_or(Error::Runtime(mfc_runtime::Error::NotCalibrated))?;
         let header = header_report(&m, blob.len())?;
+        let (_, sampling) =
+            mfc_compiler::report::stored_schema(&m.header.participation, m.header.steps)
+                .map_err(Error::from)?;
         let text = |key: &str| header[key].as_str().unwrap_or("unknown").to_string();
         let mut privacy = StreamPrivacy {
             noise_multiplier: sigma,
@@ -234,13 +237,14 @@ impl Stream {
             privacy_unit: text("privacy_unit"),
             participation: text("participation"),
             neighbouring: text("neighbouring"),
+            sampling,
             verified: false,
             verification: String::new(),
         };
         if let (true, Some(blob_sigma)) = (privacy.lowered(), blob_sigma)
             && !allow_lower_noise
         {
-            let at = |s: f64| match (epsilon(s, delta), delta) {
+            let at = |s: f64| match (epsilon(s, delta, privacy.sampling.as_ref()), delta) {
                 (Some(eps), Some(d)) => format!("(ε, δ) = ({eps:.6}, {d:e})"),
                 _ => "no (ε, δ) (the blob records no δ)".into(),
             };

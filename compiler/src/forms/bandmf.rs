@@ -236,58 +236,72 @@ pub fn compile_bandmf(
         BandMfKind::General => {
             let a = workload.matrix(steps)?;
             let start = BandedEncoder::toeplitz(&c, steps);
-            let encoder = optimize_banded(
-                a.as_ref(),
-                start,
-                &participation,
-                &options.banded,
-                &mut |round, iteration, value| {
-                    progress(
-                        &format!(
-                            "general banded, {bands} bands: round {}, iteration {iteration}",
-                            round + 1
-                        ),
-                        value,
-                    )
-                },
-            )?;
-            let scale = encoder.sensitivity(&participation)?;
-            let coefficients: Vec<f64> = (0..steps * bands)
-                .map(|q| {
-                    let (i, l) = (q / bands, q % bands);
-                    if l > i {
-                        0.0
-                    } else {
-                        round(encoder.entry(i - l, l) / scale)
-                    }
-                })
-                .collect();
-            let mut compiled = CompiledBandMf {
-                kind: BandMfKind::General,
-                steps,
-                bands,
-                coefficients,
-                participation,
-                sensitivity: 0.0,
-                sensitivity_method: SensitivityMethod::OrthogonalColumns,
-                sqrt_loss: 0.0,
-                per_step_variance: Vec::new(),
-                tried,
-                toeplitz_sqrt_loss,
+            // One band under single participation: the optimum is the identity (every diagonal
+            // encoder has `‖A C⁻¹‖²_F·max c_j² ≥ ‖A‖²_F`), which is the Toeplitz start: DP-SGD.
+            let optimized = if bands == 1 && participation == Participation::Single {
+                start.clone()
+            } else {
+                optimize_banded(
+                    a.as_ref(),
+                    start.clone(),
+                    &participation,
+                    &options.banded,
+                    &mut |round, iteration, value| {
+                        progress(
+                            &format!(
+                                "general banded, {bands} bands: round {}, iteration {iteration}",
+                                round + 1
+                            ),
+                            value,
+                        )
+                    },
+                )?
             };
-            let stored = compiled.banded();
-            let sens = stored.sensitivity(&participation)?;
-            let decoder = stored.decoder(a.as_ref())?;
-            compiled.per_step_variance = (0..steps)
-                .map(|i| sens * sens * decoder.row(i).squared_norm_l2())
-                .collect();
-            compiled.sqrt_loss = compiled.per_step_variance.iter().sum::<f64>().sqrt();
-            compiled.sensitivity = sens;
-            compiled.sensitivity_method = match participation {
-                Participation::Single => SensitivityMethod::MaxColumnNorm,
-                _ => SensitivityMethod::OrthogonalColumns,
+            let ship = |encoder: &BandedEncoder| -> Result<CompiledBandMf> {
+                let scale = encoder.sensitivity(&participation)?;
+                let coefficients: Vec<f64> = (0..steps * bands)
+                    .map(|q| {
+                        let (i, l) = (q / bands, q % bands);
+                        if l > i {
+                            0.0
+                        } else {
+                            round(encoder.entry(i - l, l) / scale)
+                        }
+                    })
+                    .collect();
+                let mut compiled = CompiledBandMf {
+                    kind: BandMfKind::General,
+                    steps,
+                    bands,
+                    coefficients,
+                    participation,
+                    sensitivity: 0.0,
+                    sensitivity_method: SensitivityMethod::OrthogonalColumns,
+                    sqrt_loss: 0.0,
+                    per_step_variance: Vec::new(),
+                    tried: tried.clone(),
+                    toeplitz_sqrt_loss,
+                };
+                let stored = compiled.banded();
+                let sens = stored.sensitivity(&participation)?;
+                let decoder = stored.decoder(a.as_ref())?;
+                compiled.per_step_variance = (0..steps)
+                    .map(|i| sens * sens * decoder.row(i).squared_norm_l2())
+                    .collect();
+                compiled.sqrt_loss = compiled.per_step_variance.iter().sum::<f64>().sqrt();
+                compiled.sensitivity = sens;
+                compiled.sensitivity_method = match participation {
+                    Participation::Single => SensitivityMethod::MaxColumnNorm,
+                    _ => SensitivityMethod::OrthogonalColumns,
+                };
+                Ok(compiled)
             };
-            Ok(compiled)
+            let compiled = ship(&optimized)?;
+            // Never ship worse than the banded Toeplitz encoder the optimizer started from.
+            match toeplitz_sqrt_loss {
+                Some(t) if compiled.sqrt_loss > t * (1.0 + 1e-9) => ship(&start),
+                _ => Ok(compiled),
+            }
         }
     }
 }

@@ -389,6 +389,10 @@ pub struct CompileRequest {
     pub clip_norm: f64,
     /// The calibration.
     pub privacy: Privacy,
+    /// Amplified BandMF: the cyclic Poisson sampling rate `q` within a group (the groups and
+    /// the encoder's bands being the fixed `b̂` of [`FormSpec::BandMf`]), under which `σ` is
+    /// calibrated and which the blob records.
+    pub sampling_prob: Option<f64>,
     /// Run a compile whose estimated memory exceeds what is available.
     pub force: bool,
 }
@@ -440,6 +444,8 @@ pub struct Options {
     pub delta: Option<f64>,
     /// `σ`.
     pub noise_multiplier: Option<f64>,
+    /// Amplified BandMF: the cyclic Poisson sampling rate within a group.
+    pub sampling_prob: Option<f64>,
     /// Force a compile past its memory estimate.
     pub force: bool,
 }
@@ -511,7 +517,16 @@ impl Options {
     /// The typed request, or the first refused option: each value in its range, each option
     /// applying to the form, the schema and the calibration whole.
     pub fn request(&self) -> Result<CompileRequest, OptionError> {
-        let form = self.form.unwrap_or(FormKind::Banded);
+        // Amplification by sampling needs a banded encoder: BandMF is the default form then.
+        let form = self.form.unwrap_or(match self.sampling_prob {
+            Some(_) => FormKind::BandMf,
+            None => FormKind::Banded,
+        });
+        if let Some(q) = self.sampling_prob {
+            // First: with a sampling rate, the form's options are judged against BandMF.
+            let schema = participation(self.epochs, self.min_sep, self.every)?;
+            self.check_sampling(q, form, schema)?;
+        }
         let given: [(Opt, Option<String>); 10] = [
             (Opt::Band, self.band.map(|v| v.to_string())),
             (Opt::Rank, self.rank.map(|v| v.to_string())),
@@ -656,8 +671,56 @@ impl Options {
                 }
             },
             privacy: self.privacy()?,
+            sampling_prob: self.sampling_prob,
             force: self.force,
         })
+    }
+
+    /// Cyclic Poisson sampling (amplified BandMF, Choquette-Choo et al. 2023b) composes with a
+    /// BandMF encoder of a fixed number of bands `b̂` (the groups), add-remove neighbours and no
+    /// other participation schema: the scheme itself bounds each record's steps.
+    fn check_sampling(
+        &self,
+        q: f64,
+        form: FormKind,
+        participation: Participation,
+    ) -> Result<(), OptionError> {
+        real_in(Opt::SamplingProb, q, (0.0, true), (1.0, false))?;
+        if form != FormKind::BandMf {
+            return Err(OptionError::new(
+                Opt::SamplingProb,
+                number(q),
+                format!(
+                    "amplification by sampling needs a banded encoder: {{form}} bandmf (the form is `{}`)",
+                    form.name()
+                ),
+            ));
+        }
+        if participation != Participation::Single {
+            return Err(OptionError::new(
+                Opt::SamplingProb,
+                number(q),
+                "excludes {epochs}, {min_sep} and {every}: under cyclic Poisson sampling a record is in at most ⌈n/b̂⌉ steps, exactly b̂ apart, by the scheme itself",
+            ));
+        }
+        if self.neighbouring == Some(Neighbouring::ReplaceOne) {
+            return Err(OptionError::new(
+                Opt::Neighbouring,
+                "replace-one",
+                format!(
+                    "with {{sampling_prob}} {}, the Poisson-sampled accountant supports add-remove only",
+                    number(q)
+                ),
+            ));
+        }
+        match self.bands {
+            Some(BandsChoice::Fixed(_)) => Ok(()),
+            _ => Err(OptionError::new(
+                Opt::SamplingProb,
+                number(q),
+                "needs {bands} B, a fixed number of bands: the records are split into B groups and q is the rate within one",
+            )),
+        }
     }
 
     /// The calibration of `(epsilon, delta, noise_multiplier)`.

@@ -11,6 +11,8 @@ use mfc_formats::{
     Workload as StoredWorkload, encode_f32s,
 };
 
+use crate::privacy::accountant::bandmf::AmplifiedBandMf;
+use crate::privacy::participation::Participation;
 use crate::privacy::verdict::VERIFY_OPERATIONS;
 use crate::workload::Workload;
 use crate::{Error, Result};
@@ -25,6 +27,10 @@ pub struct BlobOptions {
     /// The neighbouring relation the calibration is for: replace-one records twice the
     /// sensitivity of the encoder, so every noise figure doubles.
     pub neighbouring: Neighbouring,
+    /// The sampling scheme the calibration is accounted under (amplified BandMF), if any: the
+    /// header then records cyclic Poisson sampling as its participation schema, and the
+    /// encoder's sensitivity must be that of single participation (its largest column norm).
+    pub sampling: Option<AmplifiedBandMf>,
 }
 
 impl Default for BlobOptions {
@@ -33,6 +39,7 @@ impl Default for BlobOptions {
             clip_norm: 1.0,
             calibration: None,
             neighbouring: Neighbouring::AddOrRemove,
+            sampling: None,
         }
     }
 }
@@ -98,7 +105,18 @@ fn header<'a>(
     Ok(Header {
         workload,
         steps,
-        participation: shipped.participation.to_format()?,
+        participation: match &options.sampling {
+            None => shipped.participation.to_format()?,
+            Some(scheme) if *shipped.participation == Participation::Single => {
+                scheme.to_format()?
+            }
+            Some(_) => {
+                return Err(Error::InvalidArgument(format!(
+                    "cyclic Poisson sampling records the sensitivity of single participation, not of {}",
+                    shipped.participation.describe()
+                )));
+            }
+        },
         neighbouring: options.neighbouring,
         sensitivity: Sensitivity {
             value: factor * shipped.sensitivity,

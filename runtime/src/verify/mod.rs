@@ -232,13 +232,16 @@ impl UpperSum {
 /// `k' = min(k, ⌈n/b⌉)` and `b` of a multi-participation schema; `None` for single
 /// participation and for every schema under which a record can take part in at most one of the
 /// `n` steps (`k ≤ 1`, or `b ≥ n`): its patterns are those of single participation, so is its
-/// sensitivity, and so is the method that checks it.
+/// sensitivity, and so is the method that checks it. Cyclic Poisson sampling records the
+/// single-participation sensitivity (the largest column norm) by definition: the format admits
+/// it only with a BandMF decoder of at most `b̂` bands, whose columns at one record's steps
+/// (exactly `b̂` apart) do not overlap, and its amplification is in the calibration's `σ`.
 fn schema(
     participation: Participation,
     steps: usize,
 ) -> Result<Option<(usize, usize)>, Unverifiable> {
     let (k, b) = match participation {
-        Participation::Single => return Ok(None),
+        Participation::Single | Participation::CyclicPoisson { .. } => return Ok(None),
         Participation::FixedEpochOrder {
             max_participations,
             separation,

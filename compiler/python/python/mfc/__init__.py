@@ -7,6 +7,10 @@ the releases are those of ``mfc simulate`` and of the device, bit for bit.
 Every ``(epsilon, delta)`` is for one *record* (its input rows, each clipped to the blob's
 ``clip_norm``) under the blob's participation schema and neighbouring relation; a mechanism's
 ``report`` states both (``privacy_unit``, ``participation``, ``neighbouring``).
+
+``CyclicPoissonSampling`` (pure Python, ``mfc.sampling``) draws the batches of amplified BandMF
+and DP-SGD exactly as the accountant assumes them (Choquette-Choo et al., NeurIPS 2023,
+Algorithm 2), and refuses a blob that records another sampling scheme (``check``).
 """
 
 from ._mfc import (
@@ -20,10 +24,12 @@ from ._mfc import (
     clip_factor,
     compile,
 )
+from .sampling import CyclicPoissonSampling
 
 __all__ = [
     "BlobError",
     "CompileError",
+    "CyclicPoissonSampling",
     "Mechanism",
     "MfcError",
     "Stream",

@@ -141,7 +141,7 @@ def compile(
     min_sep: Optional[int] = None,
     every: Optional[int] = None,
     neighbouring: str = "add-remove",
-    form: str = "banded",
+    form: Optional[str] = None,
     stamps: Union[int, str, None] = None,
     band: Optional[int] = None,
     rank: Optional[int] = None,
@@ -156,6 +156,7 @@ def compile(
     epsilon: Optional[float] = None,
     delta: Optional[float] = None,
     noise_multiplier: Optional[float] = None,
+    sampling_prob: Optional[float] = None,
     force: bool = False,
 ) -> Mechanism:
     """``mfc compile`` with its options as keywords (``--min-sep`` is ``min_sep``); ``workload``
@@ -164,9 +165,13 @@ def compile(
     ``rank`` (4), ``refine`` (50), ``gap`` (1e-6) and ``stamps`` (1 or ``"auto"``) for
     ``form="banded"`` (``stamps`` also for ``fft``/``fft-optimal``); ``buffers`` (4) and
     ``horizon`` (an int or ``"unbounded"``) for ``blt``; ``bands`` (an int or ``"auto"``),
-    ``max_bands`` (256) and ``toeplitz`` for ``bandmf``. A refusal (``CompileError``) names the
-    keyword, the value and what is allowed (``min_sep=0: expected an integer in
-    1..=4294967295``)."""
+    ``max_bands`` (256) and ``toeplitz`` for ``bandmf``. ``form`` defaults to ``banded``, or
+    ``bandmf`` with ``sampling_prob``: amplified BandMF under cyclic Poisson sampling (the
+    records in ``bands`` groups, step i samples group i mod bands with probability
+    ``sampling_prob``; ``bands=1`` is DP-SGD), sigma calibrated by the accountant and the scheme
+    recorded in the blob (``report["sampling"]``; draw batches with ``CyclicPoissonSampling``).
+    A refusal (``CompileError``) names the keyword, the value and what is allowed
+    (``min_sep=0: expected an integer in 1..=4294967295``)."""
 
 def calibrate(
     *,

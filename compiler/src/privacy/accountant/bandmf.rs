@@ -122,22 +122,59 @@ impl AmplifiedBandMf {
         self.steps.div_ceil(self.bands) as u64
     }
 
-    /// The scheme, the unit of privacy and the neighbouring relation in words: what every
-    /// `(ε, δ)` of the scheme is printed with (the CLI's `calibrate`, Python's `calibrate`).
-    pub fn describe(&self) -> String {
+    /// The sampling scheme in words (the participation schema of a blob that records it).
+    pub fn schema(&self) -> String {
         let (b, q, k) = (self.bands, self.sampling_prob, self.participations());
-        let sampling = if b == 1 {
+        if b == 1 {
             format!(
-                "DP-SGD (BandMF with 1 band): every step Poisson-samples each example with probability {q}, so an example is in at most {k} steps"
+                "Poisson sampling (DP-SGD, BandMF with 1 band): every step includes each record with probability {q}, so a record is in at most {k} steps"
             )
         } else {
             format!(
-                "amplified BandMF with {b} bands: the data split into {b} groups, step i Poisson-samples each example of group i mod {b} with probability {q}, so an example is in at most {k} steps, at least {b} apart"
+                "cyclic Poisson sampling (amplified BandMF, {b} bands): the records split into {b} groups, step i includes each record of group i mod {b} with probability {q}, so a record is in at most {k} steps, exactly {b} apart"
             )
-        };
+        }
+    }
+
+    /// The scheme, the unit of privacy and the neighbouring relation in words: what every
+    /// `(ε, δ)` of the scheme is printed with (the CLI's `calibrate`, Python's `calibrate`).
+    pub fn describe(&self) -> String {
         format!(
-            "{sampling}; unit of privacy: one example (its gradient clipped to ζ; noise σ·ζ per unit of the encoder's sensitivity); neighbouring datasets differ by adding or removing one example; ε is a pessimistic upper bound (privacy loss distributions)"
+            "{}; unit of privacy: one example (its gradient clipped to ζ; noise σ·ζ per unit of the encoder's sensitivity); neighbouring datasets differ by adding or removing one example; ε is a pessimistic upper bound (privacy loss distributions)",
+            self.schema()
         )
+    }
+
+    /// The participation schema a blob records for the scheme: cyclic Poisson sampling with
+    /// `b̂` groups and rate `q` (`SPEC.md`, participation `3`).
+    pub fn to_format(&self) -> Result<mfc_formats::Participation, AccountantError> {
+        let cycle_length =
+            u32::try_from(self.bands).map_err(|_| AccountantError::BandsAboveSteps {
+                bands: self.bands,
+                steps: self.steps,
+            })?;
+        Ok(mfc_formats::Participation::CyclicPoisson {
+            cycle_length,
+            sampling_prob: self.sampling_prob,
+        })
+    }
+
+    /// The scheme a blob of `steps` steps records, if its schema is cyclic Poisson sampling.
+    pub fn from_format(
+        stored: &mfc_formats::Participation,
+        steps: u32,
+    ) -> Option<Result<Self, AccountantError>> {
+        match *stored {
+            mfc_formats::Participation::CyclicPoisson {
+                cycle_length,
+                sampling_prob,
+            } => Some(Self::new(
+                steps as usize,
+                cycle_length as usize,
+                sampling_prob,
+            )),
+            _ => None,
+        }
     }
 
     /// The composition the scheme is accounted as, for noise multiplier `σ`.
