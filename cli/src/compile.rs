@@ -101,6 +101,14 @@ pub struct Args {
     /// --form bandmf; needs --bands B; add-remove neighbours.
     #[arg(long, allow_negative_numbers = true, value_parser = options::sampling_prob)]
     sampling_prob: Option<f64>,
+    /// Amplified BandMF, instead of --sampling-prob: the number of records N (with
+    /// --batch-size B, q = B·b̂/N). With --bands auto and a target (--epsilon, --delta), b̂ is
+    /// chosen among 1, 2, 4, … ≤ N/B to minimize σ(b̂)·sqrt(L(b̂)) (McKenna 2025).
+    #[arg(long, requires = "batch_size", value_parser = clap::value_parser!(u64).range(1..))]
+    dataset_size: Option<u64>,
+    /// Amplified BandMF: the expected batch size B (with --dataset-size).
+    #[arg(long, requires = "dataset_size", allow_negative_numbers = true, value_parser = options::batch_size)]
+    batch_size: Option<f64>,
     /// Where to write the blob.
     #[arg(long, value_parser = options::out_path)]
     out: PathBuf,
@@ -142,6 +150,8 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         delta: args.delta,
         noise_multiplier: args.noise_multiplier,
         sampling_prob: args.sampling_prob,
+        dataset_size: args.dataset_size,
+        batch_size: args.batch_size,
         force: args.force,
     }
     .request()?;

@@ -156,6 +156,11 @@ pub fn sampling_prob(text: &str) -> Result<f64, String> {
     real_in(text, 0.0, 1.0, true, false)
 }
 
+/// `--batch-size`: an expected batch size `B` in `(0, 10¹⁵]`.
+pub fn batch_size(text: &str) -> Result<f64, String> {
+    real_in(text, 0.0, 1e15, true, false)
+}
+
 /// `--noise-multiplier`: `σ` in `(0, 10⁶]`.
 pub fn noise_multiplier(text: &str) -> Result<f64, String> {
     real_in(text, 0.0, 1e6, true, false)

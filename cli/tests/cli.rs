@@ -305,6 +305,8 @@ fn compile_with_sampling_records_the_scheme_and_the_accountant_s_sigma() {
     assert_eq!(sigma, calibrated["noise_multiplier"].as_f64().unwrap());
     // jax_privacy 2.0 (compiler/tests/data/accountant_reference.json): 1.977249056904702.
     assert!((sigma / 1.977249056904702 - 1.0).abs() < 1e-4, "{sigma}");
+    // A composition of subsampled Gaussians has no ρ-zCDP of one Gaussian release.
+    assert!(report["privacy"]["zcdp_rho"].is_null(), "{report}");
     let sampling = &report["sampling"];
     assert_eq!(sampling["scheme"], "cyclic Poisson");
     assert_eq!(sampling["cycle_length"], 64);
@@ -340,10 +342,48 @@ fn compile_with_sampling_records_the_scheme_and_the_accountant_s_sigma() {
     ));
     let sigma = dpsgd["privacy"]["noise_multiplier"].as_f64().unwrap();
     assert!((sigma / 1.5873258373762238 - 1.0).abs() < 1e-4, "{sigma}");
+    // One band, general encoder: the identity, whose sqrt(L) is ‖S‖_F = sqrt(n(n+1)/2).
+    let identity = (2000.0f64 * 2001.0 / 2.0).sqrt();
+    let sqrt_loss = dpsgd["sqrt_loss"].as_f64().unwrap();
+    assert!((sqrt_loss / identity - 1.0).abs() < 1e-6, "{sqrt_loss}");
     assert!(
         dpsgd["participation"].as_str().unwrap().contains("DP-SGD"),
         "{dpsgd}"
     );
+}
+
+/// Issue 29, choosing the bands: with the dataset and its expected batch, `--bands auto` picks
+/// the candidate b̂ (1, 2, 4, … and ⌊N/B⌋) whose compiled blob has the least RMSE per step at
+/// the target, each candidate compiled on its own with `--bands b̂` as the reference.
+#[test]
+fn bands_auto_with_a_batch_chooses_the_least_error() {
+    let setting = "--dataset-size 6000 --batch-size 100 --toeplitz --steps 500 --epsilon 4 \
+                   --delta 1e-5";
+    let rmse = |bands: &str| {
+        let report = mfc_json(&args(
+            &format!("compile {setting} --bands {bands} --out {{}} --json"),
+            &[&temp(&format!("auto-{bands}.mfc"))],
+        ));
+        (
+            report["bands"].as_u64().unwrap(),
+            report["privacy"]["rmse_per_step"].as_f64().unwrap(),
+            report["sampling"]["sampling_prob"].as_f64().unwrap(),
+        )
+    };
+    let (chosen, best, q) = rmse("auto");
+    let mut least = f64::INFINITY;
+    for b in [1, 2, 4, 8, 16, 32, 60] {
+        let (bands, error, rate) = rmse(&b.to_string());
+        assert_eq!(bands, b);
+        assert_eq!(rate, 100.0 * b as f64 / 6000.0);
+        least = least.min(error);
+        if b == chosen {
+            assert_eq!(error, best);
+            assert_eq!(rate, q);
+        }
+    }
+    assert_eq!(best, least, "chose b̂ = {chosen}");
+    assert!(chosen > 1, "DP-SGD is not the best at ε = 4");
 }
 
 /// Issue 29's refusals: a rate outside (0, 1], bands above the steps, a sampling rate with a

@@ -22,12 +22,14 @@ use crate::optimize::multi_epoch::MultiEpochOptions;
 use crate::optimize::optimum::{OptimumOptions, choose_stamps};
 use crate::optimize::single::{OptimizeOptions, Progress};
 use crate::privacy::accountant::PldOptions;
-use crate::privacy::accountant::bandmf::AmplifiedBandMf;
+use crate::privacy::accountant::bandmf::{
+    AmplifiedBandMf, BandTarget, choose_bands, default_band_candidates,
+};
 use crate::privacy::calibrate::{epsilon_for_noise_multiplier, noise_multiplier_for};
 use crate::privacy::participation::Participation;
 use crate::report::{CompileReport, PrivacyStatement};
 use crate::request::{
-    CompileRequest, FormSpec, Horizon, Opt, OptionError, Privacy, Stamps, WorkloadSpec,
+    CompileRequest, FormSpec, Horizon, Opt, OptionError, Privacy, Sampling, Stamps, WorkloadSpec,
 };
 use crate::ship::blob::BlobOptions;
 use crate::workload::{self, Schedule, Workload};
@@ -213,6 +215,122 @@ fn amplified_calibration(
     })
 }
 
+/// The cyclic Poisson sampling scheme of `request` (amplified BandMF), if it has one, and the
+/// bands chosen for it when `--bands auto` is given with a dataset and batch: the candidate
+/// `b̂` minimizing `σ(b̂)·√L(b̂)` (McKenna 2025, §5; [`choose_bands`]), `√L(b̂)` that of the
+/// banded Toeplitz optimum for `b̂` bands under single participation (for a general encoder, a
+/// proxy: the general optimum is a few percent lower at every `b̂`).
+fn amplified(
+    request: &CompileRequest,
+    workload: &Workload,
+    steps: usize,
+    on_event: &mut dyn FnMut(Event),
+) -> Result<(Option<AmplifiedBandMf>, Option<usize>), Error> {
+    let Some(sampling) = request.sampling else {
+        return Ok((None, None));
+    };
+    let FormSpec::BandMf { bands, .. } = request.form else {
+        return Err(Error::InvalidArgument(
+            "amplification by sampling needs the bandmf form".into(),
+        ));
+    };
+    match (sampling, bands) {
+        (Sampling::Rate { sampling_prob }, Bands::Fixed(b)) => {
+            Ok((Some(AmplifiedBandMf::new(steps, b, sampling_prob)?), None))
+        }
+        (Sampling::Rate { sampling_prob }, Bands::Auto { .. }) => Err(OptionError::new(
+            Opt::SamplingProb,
+            crate::request::number(sampling_prob),
+            "needs {bands} B, a fixed number of bands",
+        )
+        .into()),
+        (
+            Sampling::Batch {
+                dataset_size,
+                batch_size,
+            },
+            Bands::Fixed(b),
+        ) => Ok((
+            Some(AmplifiedBandMf::for_batch(
+                steps,
+                b,
+                dataset_size,
+                batch_size,
+            )?),
+            None,
+        )),
+        (
+            Sampling::Batch {
+                dataset_size,
+                batch_size,
+            },
+            Bands::Auto { max },
+        ) => {
+            let Privacy::Target { epsilon, delta } = request.privacy else {
+                return Err(OptionError::new(
+                    Opt::Bands,
+                    "auto",
+                    "with {dataset_size}, chooses the bands for a target: give {epsilon} and {delta}, or a fixed {bands} B",
+                )
+                .into());
+            };
+            let candidates: Vec<usize> = default_band_candidates(steps, dataset_size, batch_size)
+                .into_iter()
+                .filter(|&b| b <= max)
+                .collect();
+            let target = BandTarget {
+                steps,
+                dataset_size,
+                batch_size,
+                epsilon,
+                delta,
+            };
+            let (best, all) = choose_bands(
+                &target,
+                Some(&candidates),
+                |b| -> Result<f64, Error> {
+                    let options = BandMfOptions {
+                        participation: Participation::Single,
+                        kind: BandMfKind::Toeplitz,
+                        bands: Bands::Fixed(b),
+                        ..BandMfOptions::default()
+                    };
+                    let loss = compile_bandmf(workload, steps, &options, &mut |_, _| {})?.sqrt_loss;
+                    on_event(Event::Progress(format!(
+                        "--bands auto: b̂ = {b}, banded Toeplitz sqrt(L) = {loss:.4}"
+                    )));
+                    Ok(loss)
+                },
+                &PldOptions::default(),
+            )?;
+            let tried: Vec<String> = all
+                .iter()
+                .map(|c| {
+                    format!(
+                        "{}: σ {:.4}, σ·√L {:.1}",
+                        c.bands, c.noise_multiplier, c.error
+                    )
+                })
+                .collect();
+            on_event(Event::Progress(format!(
+                "--bands auto chose b̂ = {} (q = {}) of {}",
+                best.bands,
+                best.sampling_prob,
+                tried.join("; ")
+            )));
+            Ok((
+                Some(AmplifiedBandMf::for_batch(
+                    steps,
+                    best.bands,
+                    dataset_size,
+                    batch_size,
+                )?),
+                Some(best.bands),
+            ))
+        }
+    }
+}
+
 /// Compiles `request`: everything but writing the blob and printing. The checks that need the
 /// horizon come first (a separation, a band, stamps at most `n`; the memory of the forms that
 /// hold vectors of `n`), then the one dispatch over the forms.
@@ -222,24 +340,7 @@ pub fn compile(
 ) -> Result<Compiled, Error> {
     let started = Instant::now();
     let (workload, steps) = workload(&request.workload, request.steps)?;
-    let sampling = match (request.sampling_prob, &request.form) {
-        (None, _) => None,
-        (
-            Some(q),
-            FormSpec::BandMf {
-                bands: Bands::Fixed(b),
-                ..
-            },
-        ) => Some(AmplifiedBandMf::new(steps, *b, q)?),
-        (Some(q), _) => {
-            return Err(OptionError::new(
-                Opt::SamplingProb,
-                crate::request::number(q),
-                "needs {form} bandmf with {bands} B, a fixed number of bands",
-            )
-            .into());
-        }
-    };
+    let (sampling, chosen_bands) = amplified(request, &workload, steps, on_event)?;
     let calibration = calibration(request.privacy, sampling.as_ref())?;
     // The steps the sensitivity covers: a BLT blob's horizon may exceed its design steps.
     let covered = match request.form {
@@ -319,7 +420,10 @@ pub fn compile(
     };
     let (blob, report) = match &request.form {
         FormSpec::Banded { .. } => job.banded(&workload, on_event)?,
-        FormSpec::BandMf { kind, bands } => job.bandmf(&workload, *kind, *bands, on_event)?,
+        FormSpec::BandMf { kind, bands } => {
+            let bands = chosen_bands.map_or(*bands, Bands::Fixed);
+            job.bandmf(&workload, *kind, bands, on_event)?
+        }
         FormSpec::Blt { buffers, horizon } => job.blt(*buffers, *horizon)?,
         FormSpec::Fft { kind, stamps } => job.fft(*kind, *stamps)?,
     };

@@ -27,8 +27,9 @@ pub struct PrivacyReport {
     pub epsilon: Option<f64>,
     /// `δ` of the target, if calibrated for one.
     pub delta: Option<f64>,
-    /// zCDP `ρ = 1/(2σ²)`.
-    pub zcdp_rho: f64,
+    /// zCDP `ρ = 1/(2σ²)` of the one Gaussian release the mechanism is; `None` under cyclic
+    /// Poisson sampling, whose composition of subsampled Gaussians has no such `ρ`.
+    pub zcdp_rho: Option<f64>,
     /// Expected root-mean-square error per step and coordinate, `σ·ζ·sqrt(L/n)`.
     pub rmse_per_step: f64,
     /// The largest per-step standard deviation per coordinate, `σ·ζ·max_i sens‖B̂[i,:]‖`.
@@ -188,7 +189,10 @@ impl PrivacyStatement {
                     noise_multiplier: cal.noise_multiplier,
                     epsilon: derived.map(|(e, _)| e),
                     delta: derived.map(|(_, d)| d),
-                    zcdp_rho: crate::privacy::calibrate::zcdp_rho(cal.noise_multiplier),
+                    zcdp_rho: options
+                        .sampling
+                        .is_none()
+                        .then(|| crate::privacy::calibrate::zcdp_rho(cal.noise_multiplier)),
                     rmse_per_step: cal.noise_multiplier * clip_norm * sqrt_loss / steps.sqrt(),
                     max_stddev_per_step: cal.noise_multiplier * clip_norm * max_stddev,
                 })
@@ -206,7 +210,12 @@ impl PrivacyStatement {
             neighbouring: neighbouring_name(options.neighbouring),
             sqrt_loss,
             sensitivity: factor * sensitivity,
-            sensitivity_method: method_description(method),
+            sensitivity_method: match options.sampling {
+                None => method_description(method),
+                Some(_) => {
+                    "exact: max column norm of the encoder, per participation (the participations are in the sampling scheme's accounting)"
+                }
+            },
             sensitivity_exact: method.is_exact(),
             clip_norm,
             step_stddev,
@@ -276,10 +285,14 @@ impl fmt::Display for PrivacyStatement {
                         self.neighbouring
                     )?;
                 }
+                match p.zcdp_rho {
+                    Some(rho) => write!(f, ", ρ-zCDP {rho:.4e}")?,
+                    None => write!(f, " (privacy loss distributions: an upper bound on ε)")?,
+                }
                 writeln!(
                     f,
-                    ", ρ-zCDP {:.4e}; RMSE per step {:.4}, max stddev {:.4}",
-                    p.zcdp_rho, p.rmse_per_step, p.max_stddev_per_step
+                    "; RMSE per step {:.4}, max stddev {:.4}",
+                    p.rmse_per_step, p.max_stddev_per_step
                 )?;
             }
             None => writeln!(

@@ -10,6 +10,13 @@
 //! first (a few hundred operations), then the verification within the policy's budget; a blob
 //! whose sensitivity cannot be verified is refused or admitted as
 //! [`Policy::refuse_unverifiable`] says.
+//!
+//! A blob under cyclic Poisson sampling (amplified BandMF) is not one Gaussian release: its `ε`
+//! is that of `⌈n/b̂⌉` composed Poisson-subsampled Gaussians of rate `q` (Choquette-Choo et al.
+//! 2023b), which the device does not compute, and which grows with `q` and `⌈n/b̂⌉` as well as
+//! falling with `σ`. Neither floor above can bound it, so both refuse such a blob;
+//! [`Floor::CyclicPoisson`] bounds all three, and so the `ε` the host's accountant gives for
+//! them.
 
 use mfc_formats::{Participation, Validated};
 
@@ -22,21 +29,33 @@ use crate::verify::{self, Verdict};
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum Floor {
-    /// `σ ≥ min`.
+    /// `σ ≥ min`. With `min > 0`, refuses a blob under cyclic Poisson sampling, whose `ε` `σ`
+    /// alone does not bound (use [`Floor::CyclicPoisson`]); `min ≤ 0` is no floor at all.
     NoiseMultiplier {
         /// The least noise multiplier.
         min: f64,
     },
     /// `ε(σ, δ) ≤ max` at the device's `δ`, by the analytic Gaussian relation: one Gaussian
-    /// release of sensitivity 1. A blob under cyclic Poisson sampling (amplified BandMF) is
-    /// accounted as a composition of subsampled Gaussians, which the device does not compute:
-    /// this floor refuses it (use [`Floor::NoiseMultiplier`] with the `σ` the host's accountant
-    /// gives for the device's target).
+    /// release of sensitivity 1. Refuses a blob under cyclic Poisson sampling, whose `ε` is that
+    /// of a composition of subsampled Gaussians (use [`Floor::CyclicPoisson`]).
     Epsilon {
         /// The largest `ε`.
         max: f64,
         /// The device's `δ`, in `(0, 1)`.
         delta: f64,
+    },
+    /// Blobs under cyclic Poisson sampling only: `σ ≥ min_noise_multiplier`, `q ≤
+    /// max_sampling_prob` and `⌈n/b̂⌉ ≤ max_participations`. The accountant's `ε` is
+    /// non-decreasing in `q` and in the number of composed mechanisms and non-increasing in `σ`,
+    /// so every blob admitted has at most the `ε` of those three bounds (computed on the host:
+    /// `mfc calibrate --sampling-prob`).
+    CyclicPoisson {
+        /// The least noise multiplier.
+        min_noise_multiplier: f64,
+        /// The largest sampling probability within a group.
+        max_sampling_prob: f64,
+        /// The most steps one record may take part in, `⌈n/b̂⌉`.
+        max_participations: u32,
     },
 }
 
@@ -116,15 +135,33 @@ pub fn check_floor(
         .or(m.header.calibration.map(|c| c.noise_multiplier))
         .filter(|s| s.is_finite() && *s > 0.0)
         .ok_or(Error::BelowPrivacyFloor)?;
-    let ok = match floor {
-        Floor::NoiseMultiplier { min } => min.is_finite() && sigma >= min,
-        Floor::Epsilon { .. }
-            if matches!(m.header.participation, Participation::CyclicPoisson { .. }) =>
-        {
-            false
-        }
-        Floor::Epsilon { max, delta } => {
+    let sampled = match m.header.participation {
+        Participation::CyclicPoisson {
+            cycle_length,
+            sampling_prob,
+        } => Some((m.header.steps.div_ceil(cycle_length.max(1)), sampling_prob)),
+        _ => None,
+    };
+    let ok = match (floor, sampled) {
+        // No floor at all (`min ≤ 0`) admits any blob; a σ floor cannot bound a sampled one.
+        (Floor::NoiseMultiplier { min }, None) => min.is_finite() && sigma >= min,
+        (Floor::NoiseMultiplier { min }, Some(_)) => min <= 0.0,
+        (Floor::Epsilon { max, delta }, None) => {
             epsilon_for_noise_multiplier(sigma, delta).is_some_and(|eps| eps <= max)
+        }
+        (Floor::Epsilon { .. }, Some(_)) | (Floor::CyclicPoisson { .. }, None) => false,
+        (
+            Floor::CyclicPoisson {
+                min_noise_multiplier,
+                max_sampling_prob,
+                max_participations,
+            },
+            Some((participations, q)),
+        ) => {
+            min_noise_multiplier.is_finite()
+                && sigma >= min_noise_multiplier
+                && q <= max_sampling_prob
+                && participations <= max_participations
         }
     };
     if ok {

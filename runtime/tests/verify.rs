@@ -360,9 +360,10 @@ fn a_lowered_noise_multiplier_is_refused_by_the_floor() {
 }
 
 /// Cyclic Poisson sampling (amplified BandMF) records the largest column norm: the device
-/// verifies it as single participation (exact; a 1% lower record is refused as understated),
-/// and admits it under a σ floor but never under an ε floor, whose analytic Gaussian relation
-/// is not the accounting of a composition of subsampled Gaussians.
+/// verifies it as single participation (exact; a 1% lower record is refused as understated).
+/// Neither a σ floor nor an ε floor (one Gaussian release) bounds its ε, which also grows with
+/// `q` and `⌈n/b̂⌉`: both refuse it, and the cyclic Poisson floor admits it only within its
+/// three bounds (and refuses blobs without sampling).
 #[test]
 fn cyclic_poisson_is_verified_as_its_largest_column_and_refused_by_an_epsilon_floor() {
     let c = encode_f32s([1.0f32, -0.5]);
@@ -395,14 +396,38 @@ fn cyclic_poisson_is_verified_as_its_largest_column_and_refused_by_an_epsilon_fl
         verify::verify(&Mechanism::from_bytes(&lowered).unwrap(), &mut [], 1000),
         Err(Error::SensitivityUnderstated { .. })
     ));
+    let refused = Err(Error::BelowPrivacyFloor);
     let sigma_floor = Floor::NoiseMultiplier { min: 2.0 };
-    assert_eq!(check_floor(&honest, None, sigma_floor), Ok(()));
+    assert_eq!(check_floor(&honest, None, sigma_floor), refused);
+    let no_floor = Floor::NoiseMultiplier { min: 0.0 };
+    assert_eq!(check_floor(&honest, None, no_floor), Ok(()));
     let epsilon_floor = Floor::Epsilon {
         max: 1e4,
         delta: 1e-6,
     };
+    assert_eq!(check_floor(&honest, None, epsilon_floor), refused);
+    // n = 8, b̂ = 2: 4 participations at q = 0.25, σ = 2.
+    let floor =
+        |min_noise_multiplier, max_sampling_prob, max_participations| Floor::CyclicPoisson {
+            min_noise_multiplier,
+            max_sampling_prob,
+            max_participations,
+        };
+    assert_eq!(check_floor(&honest, None, floor(2.0, 0.25, 4)), Ok(()));
+    assert_eq!(check_floor(&honest, None, floor(2.01, 0.25, 4)), refused);
+    assert_eq!(check_floor(&honest, None, floor(2.0, 0.2, 4)), refused);
+    assert_eq!(check_floor(&honest, None, floor(2.0, 0.25, 3)), refused);
     assert_eq!(
-        check_floor(&honest, None, epsilon_floor),
-        Err(Error::BelowPrivacyFloor)
+        check_floor(&honest, Some(1.5), floor(2.0, 0.25, 4)),
+        refused
     );
+    let single = Mechanism {
+        header: header(8, Participation::Single, sens * (1.0 + 1e-9)),
+        decoder,
+    }
+    .to_vec()
+    .unwrap();
+    let single = Mechanism::from_bytes(&single).unwrap();
+    assert_eq!(check_floor(&single, None, floor(2.0, 1.0, 8)), refused);
+    assert_eq!(check_floor(&single, None, sigma_floor), Ok(()));
 }

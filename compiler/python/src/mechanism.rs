@@ -289,7 +289,7 @@ fn text(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
     neighbouring="add-remove", form=None, stamps=None, band=None, rank=None, refine=None,
     gap=None, bands=None, max_bands=None, toeplitz=false, buffers=None, horizon=None,
     clip_norm=1.0, epsilon=None, delta=None, noise_multiplier=None, sampling_prob=None,
-    force=false
+    dataset_size=None, batch_size=None, force=false
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn compile(
@@ -317,6 +317,8 @@ pub fn compile(
     delta: Option<f64>,
     noise_multiplier: Option<f64>,
     sampling_prob: Option<f64>,
+    dataset_size: Option<Bound<'_, PyAny>>,
+    batch_size: Option<f64>,
     force: bool,
 ) -> PyResult<Mechanism> {
     // Integers are checked with the keyword's name and the library's range: a negative number
@@ -398,6 +400,8 @@ pub fn compile(
         delta,
         noise_multiplier,
         sampling_prob,
+        dataset_size: size(dataset_size, Opt::DatasetSize, 1, usize::MAX)?.map(|n| n as u64),
+        batch_size,
         force,
     }
     .request()

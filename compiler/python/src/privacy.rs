@@ -62,6 +62,14 @@ impl StreamPrivacy {
             .is_some_and(|blob| self.noise_multiplier < blob)
     }
 
+    /// zCDP `ρ = 1/(2σ²)` of one Gaussian release; `None` under cyclic Poisson sampling (a
+    /// composition of subsampled Gaussians has no such `ρ`).
+    pub fn zcdp_rho(&self) -> Option<f64> {
+        self.sampling
+            .is_none()
+            .then(|| zcdp_rho(self.noise_multiplier))
+    }
+
     /// `ε` of the stream's `σ` at the blob's `δ`.
     pub fn epsilon(&self) -> Option<f64> {
         epsilon(self.noise_multiplier, self.delta, self.sampling.as_ref())
@@ -87,9 +95,10 @@ impl StreamPrivacy {
             Some(_) => "privacy loss distributions of the sampled scheme, an upper bound",
         };
         format!(
-            "{guarantee}, ρ-zCDP {:.4e}, from σ = {sigma:?} ({accounting}, recomputed at the \
-             blob's δ), {} neighbours, for {}; the blob's recorded sensitivity is {sensitivity}",
-            zcdp_rho(sigma),
+            "{guarantee}{}, from σ = {sigma:?} ({accounting}, recomputed at the blob's δ), {} \
+             neighbours, for {}; the blob's recorded sensitivity is {sensitivity}",
+            self.zcdp_rho()
+                .map_or(String::new(), |rho| format!(", ρ-zCDP {rho:.4e}")),
             self.neighbouring,
             self.privacy_unit
         )
@@ -101,7 +110,7 @@ impl StreamPrivacy {
         out.set_item("epsilon", self.epsilon())?;
         out.set_item("delta", self.delta)?;
         out.set_item("noise_multiplier", self.noise_multiplier)?;
-        out.set_item("zcdp_rho", zcdp_rho(self.noise_multiplier))?;
+        out.set_item("zcdp_rho", self.zcdp_rho())?;
         out.set_item("blob_noise_multiplier", self.blob_noise_multiplier)?;
         out.set_item(
             "blob_epsilon",

@@ -564,8 +564,10 @@ impl Stream {
 
     /// What the stream's releases guarantee, recomputed from the noise multiplier it uses (the
     /// blob's `σ`, or `noise_multiplier`): a dict with `epsilon` (at the blob's `delta`, by the
-    /// analytic Gaussian relation, rounded up; `inf` beyond 10⁴; `None` when the blob records no
-    /// `δ`), `delta`, `noise_multiplier`, `zcdp_rho`, `blob_noise_multiplier`, `blob_epsilon`
+    /// analytic Gaussian relation, rounded up, or by the accountant for a blob under cyclic
+    /// Poisson sampling; `inf` beyond their range; `None` when the blob records no `δ`),
+    /// `delta`, `noise_multiplier`, `zcdp_rho` (`None` under sampling), `blob_noise_multiplier`,
+    /// `blob_epsilon`
     /// (the same computation for the blob's `σ`), `lowered` (the stream's `σ` is below the
     /// blob's: `allow_lower_noise=True` was needed), `privacy_unit`, `participation`,
     /// `neighbouring` (what the guarantee is for), `verified` and `verification` (whether the

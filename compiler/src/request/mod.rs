@@ -389,12 +389,29 @@ pub struct CompileRequest {
     pub clip_norm: f64,
     /// The calibration.
     pub privacy: Privacy,
-    /// Amplified BandMF: the cyclic Poisson sampling rate `q` within a group (the groups and
-    /// the encoder's bands being the fixed `b̂` of [`FormSpec::BandMf`]), under which `σ` is
-    /// calibrated and which the blob records.
-    pub sampling_prob: Option<f64>,
+    /// Amplified BandMF: the cyclic Poisson sampling under which `σ` is calibrated and which
+    /// the blob records (the groups being the encoder's bands `b̂`).
+    pub sampling: Option<Sampling>,
     /// Run a compile whose estimated memory exceeds what is available.
     pub force: bool,
+}
+
+/// How a compile request gives its cyclic Poisson sampling (amplified BandMF).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Sampling {
+    /// The rate `q` within a group, for the fixed `b̂` of [`FormSpec::BandMf`].
+    Rate {
+        /// `q ∈ (0, 1]`.
+        sampling_prob: f64,
+    },
+    /// The dataset and its expected batch: `q = B·b̂/N`, and `b̂` fixed, or chosen for the
+    /// target by [`crate::privacy::accountant::bandmf::choose_bands`] (`--bands auto`).
+    Batch {
+        /// `N`, the records.
+        dataset_size: u64,
+        /// `B`, the expected batch size.
+        batch_size: f64,
+    },
 }
 
 /// What a front end collected, every option optional and typed; [`Options::request`] checks
@@ -446,6 +463,10 @@ pub struct Options {
     pub noise_multiplier: Option<f64>,
     /// Amplified BandMF: the cyclic Poisson sampling rate within a group.
     pub sampling_prob: Option<f64>,
+    /// Amplified BandMF: the records `N` (with `batch_size`: `q = B·b̂/N`).
+    pub dataset_size: Option<u64>,
+    /// Amplified BandMF: the expected batch `B`.
+    pub batch_size: Option<f64>,
     /// Force a compile past its memory estimate.
     pub force: bool,
 }
@@ -518,14 +539,15 @@ impl Options {
     /// applying to the form, the schema and the calibration whole.
     pub fn request(&self) -> Result<CompileRequest, OptionError> {
         // Amplification by sampling needs a banded encoder: BandMF is the default form then.
-        let form = self.form.unwrap_or(match self.sampling_prob {
+        let sampling = self.sampling()?;
+        let form = self.form.unwrap_or(match sampling {
             Some(_) => FormKind::BandMf,
             None => FormKind::Banded,
         });
-        if let Some(q) = self.sampling_prob {
-            // First: with a sampling rate, the form's options are judged against BandMF.
+        if let Some(sampling) = sampling {
+            // First: with sampling, the form's options are judged against BandMF.
             let schema = participation(self.epochs, self.min_sep, self.every)?;
-            self.check_sampling(q, form, schema)?;
+            self.check_sampling(sampling, form, schema)?;
         }
         let given: [(Opt, Option<String>); 10] = [
             (Opt::Band, self.band.map(|v| v.to_string())),
@@ -671,25 +693,65 @@ impl Options {
                 }
             },
             privacy: self.privacy()?,
-            sampling_prob: self.sampling_prob,
+            sampling,
             force: self.force,
         })
     }
 
+    /// The sampling of `(sampling_prob, dataset_size, batch_size)`: a rate, or a dataset and
+    /// its expected batch, not both.
+    fn sampling(&self) -> Result<Option<Sampling>, OptionError> {
+        if let Some(n) = self.dataset_size {
+            integer_in(Opt::DatasetSize, n as usize, 1, usize::MAX)?;
+        }
+        if let Some(b) = self.batch_size {
+            real_in(Opt::BatchSize, b, (0.0, true), (f64::MAX, false))?;
+        }
+        match (self.sampling_prob, self.dataset_size, self.batch_size) {
+            (None, None, None) => Ok(None),
+            (Some(q), None, None) => Ok(Some(Sampling::Rate {
+                sampling_prob: real_in(Opt::SamplingProb, q, (0.0, true), (1.0, false))?,
+            })),
+            (None, Some(dataset_size), Some(batch_size)) => Ok(Some(Sampling::Batch {
+                dataset_size,
+                batch_size,
+            })),
+            (Some(q), _, _) => Err(OptionError::new(
+                Opt::SamplingProb,
+                number(q),
+                "excludes {dataset_size} and {batch_size}: give the rate within a group, or the dataset and its expected batch (q = batch·bands/dataset)",
+            )),
+            (None, Some(n), None) => Err(OptionError::new(
+                Opt::DatasetSize,
+                n,
+                "needs {batch_size} B, the expected batch (q = B·bands/N)",
+            )),
+            (None, None, Some(b)) => Err(OptionError::new(
+                Opt::BatchSize,
+                number(b),
+                "needs {dataset_size} N, the records (q = B·bands/N)",
+            )),
+        }
+    }
+
     /// Cyclic Poisson sampling (amplified BandMF, Choquette-Choo et al. 2023b) composes with a
-    /// BandMF encoder of a fixed number of bands `b̂` (the groups), add-remove neighbours and no
-    /// other participation schema: the scheme itself bounds each record's steps.
+    /// BandMF encoder whose bands `b̂` are the groups, add-remove neighbours and no other
+    /// participation schema: the scheme itself bounds each record's steps. A rate needs a fixed
+    /// `b̂`; a dataset and batch may let `--bands auto` choose it for an `(ε, δ)` target.
     fn check_sampling(
         &self,
-        q: f64,
+        sampling: Sampling,
         form: FormKind,
         participation: Participation,
     ) -> Result<(), OptionError> {
-        real_in(Opt::SamplingProb, q, (0.0, true), (1.0, false))?;
+        let (option, value) = match sampling {
+            Sampling::Rate { sampling_prob } => (Opt::SamplingProb, number(sampling_prob)),
+            Sampling::Batch { dataset_size, .. } => (Opt::DatasetSize, dataset_size.to_string()),
+        };
         if form != FormKind::BandMf {
             return Err(OptionError::new(
-                Opt::SamplingProb,
-                number(q),
+                option,
+                value,
                 format!(
                     "amplification by sampling needs a banded encoder: {{form}} bandmf (the form is `{}`)",
                     form.name()
@@ -698,8 +760,8 @@ impl Options {
         }
         if participation != Participation::Single {
             return Err(OptionError::new(
-                Opt::SamplingProb,
-                number(q),
+                option,
+                value,
                 "excludes {epochs}, {min_sep} and {every}: under cyclic Poisson sampling a record is in at most ⌈n/b̂⌉ steps, exactly b̂ apart, by the scheme itself",
             ));
         }
@@ -707,19 +769,22 @@ impl Options {
             return Err(OptionError::new(
                 Opt::Neighbouring,
                 "replace-one",
-                format!(
-                    "with {{sampling_prob}} {}, the Poisson-sampled accountant supports add-remove only",
-                    number(q)
-                ),
+                "with sampling, the Poisson-sampled accountant supports add-remove only",
             ));
         }
-        match self.bands {
-            Some(BandsChoice::Fixed(_)) => Ok(()),
-            _ => Err(OptionError::new(
-                Opt::SamplingProb,
-                number(q),
-                "needs {bands} B, a fixed number of bands: the records are split into B groups and q is the rate within one",
+        match (sampling, self.bands) {
+            (_, Some(BandsChoice::Fixed(_))) => Ok(()),
+            (Sampling::Rate { .. }, _) => Err(OptionError::new(
+                option,
+                value,
+                "needs {bands} B, a fixed number of bands: the records are split into B groups and q is the rate within one (or give {dataset_size} and {batch_size} to let {bands} auto choose B)",
             )),
+            (Sampling::Batch { .. }, _) if self.epsilon.is_none() => Err(OptionError::new(
+                Opt::Bands,
+                "auto",
+                "with {dataset_size}, chooses the bands for a target: give {epsilon} and {delta}, or a fixed {bands} B",
+            )),
+            (Sampling::Batch { .. }, _) => Ok(()),
         }
     }
 

@@ -157,6 +157,8 @@ def compile(
     delta: Optional[float] = None,
     noise_multiplier: Optional[float] = None,
     sampling_prob: Optional[float] = None,
+    dataset_size: Optional[int] = None,
+    batch_size: Optional[float] = None,
     force: bool = False,
 ) -> Mechanism:
     """``mfc compile`` with its options as keywords (``--min-sep`` is ``min_sep``); ``workload``
@@ -170,6 +172,8 @@ def compile(
     records in ``bands`` groups, step i samples group i mod bands with probability
     ``sampling_prob``; ``bands=1`` is DP-SGD), sigma calibrated by the accountant and the scheme
     recorded in the blob (``report["sampling"]``; draw batches with ``CyclicPoissonSampling``).
+    Instead of ``sampling_prob``, ``dataset_size`` and ``batch_size`` give q = batch*bands/dataset,
+    and with ``bands="auto"`` and (epsilon, delta) choose the bands minimizing the expected error.
     A refusal (``CompileError``) names the keyword, the value and what is allowed
     (``min_sep=0: expected an integer in 1..=4294967295``)."""
 

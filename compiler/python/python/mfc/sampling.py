@@ -276,6 +276,7 @@ class CyclicPoissonSampling:
         if not (
             isinstance(q, numbers.Real)
             and not isinstance(q, bool)
+            and self._sampling_prob <= float(q)  # never above what the blob accounts
             and math.isclose(float(q), self._sampling_prob, rel_tol=PROB_RTOL, abs_tol=0.0)
         ):
             mismatches.append(
