@@ -168,6 +168,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         "unbounded_horizon": h.sensitivity.method.covers_every_horizon(),
         "participation": participation,
         "sampling": sampling.as_ref().map(SamplingReport::new),
+        "accounting": if sampling.is_some() { "privacy loss distributions (an upper bound on ε)" } else { "analytic Gaussian" },
         "neighbouring": neighbouring,
         "privacy_unit": unit,
         "sensitivity": h.sensitivity.value,
@@ -260,9 +261,13 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     println!("clip norm           {}", h.clip_norm);
     match (h.calibration, &derived) {
         (Some(c), Ok(Some((epsilon, delta)))) => println!(
-            "noise multiplier    σ = {:.6} for (ε, δ) = ({}, {delta:e}), {neighbouring} neighbours (ε derived from σ at the stored δ)",
+            "noise multiplier    σ = {:.6} for (ε, δ) = ({}, {delta:e}), {neighbouring} neighbours (ε derived from σ at the stored δ{})",
             c.noise_multiplier,
             mfc_compiler::request::epsilon_text(*epsilon),
+            match sampling {
+                Some(_) => ", by the accountant: privacy loss distributions, an upper bound",
+                None => ", analytic Gaussian",
+            },
         ),
         (Some(c), Ok(None)) => println!("noise multiplier    σ = {:.6}", c.noise_multiplier),
         (Some(c), Err(e)) => println!(

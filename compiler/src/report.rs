@@ -62,9 +62,8 @@ pub fn derived_privacy(
     let epsilon = match sampling {
         None => mfc_runtime::privacy::epsilon_for_noise_multiplier(sigma, target.delta)
             .ok_or(overstated(f64::INFINITY))?,
-        Some(scheme) => scheme
-            .epsilon(sigma, target.delta, &PldOptions::default())
-            .map_err(|_| overstated(f64::INFINITY))?,
+        // The accountant's refusal (a loss too large for its grid…) says why in its words.
+        Some(scheme) => scheme.epsilon(sigma, target.delta, &PldOptions::default())?,
     };
     // The compiler rounds σ up for its target, so an honest target's ε is at least the derived
     // one, but for the bisections' 1e-12.

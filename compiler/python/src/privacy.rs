@@ -39,6 +39,9 @@ pub struct StreamPrivacy {
     pub verified: bool,
     /// The check's verdict, in words.
     pub verification: String,
+    /// `ε` of the stream's `σ` and of the blob's, computed once: the accountant takes seconds
+    /// on a long sampled horizon.
+    pub epsilons: std::sync::OnceLock<(Option<f64>, Option<f64>)>,
 }
 
 /// `ε` of noise multiplier `sigma` at `delta` (rounded up), by the analytic Gaussian relation
@@ -70,9 +73,20 @@ impl StreamPrivacy {
             .then(|| zcdp_rho(self.noise_multiplier))
     }
 
+    /// `ε` of the stream's `σ` and of the blob's `σ` at the blob's `δ`.
+    fn epsilons(&self) -> (Option<f64>, Option<f64>) {
+        *self.epsilons.get_or_init(|| {
+            let at = |sigma| epsilon(sigma, self.delta, self.sampling.as_ref());
+            (
+                at(self.noise_multiplier),
+                self.blob_noise_multiplier.and_then(at),
+            )
+        })
+    }
+
     /// `ε` of the stream's `σ` at the blob's `δ`.
     pub fn epsilon(&self) -> Option<f64> {
-        epsilon(self.noise_multiplier, self.delta, self.sampling.as_ref())
+        self.epsilons().0
     }
 
     /// One sentence: what holds, for whom, and how it was computed.
@@ -112,11 +126,7 @@ impl StreamPrivacy {
         out.set_item("noise_multiplier", self.noise_multiplier)?;
         out.set_item("zcdp_rho", self.zcdp_rho())?;
         out.set_item("blob_noise_multiplier", self.blob_noise_multiplier)?;
-        out.set_item(
-            "blob_epsilon",
-            self.blob_noise_multiplier
-                .and_then(|s| epsilon(s, self.delta, self.sampling.as_ref())),
-        )?;
+        out.set_item("blob_epsilon", self.epsilons().1)?;
         out.set_item("lowered", self.lowered())?;
         out.set_item("privacy_unit", &self.privacy_unit)?;
         out.set_item("participation", &self.participation)?;

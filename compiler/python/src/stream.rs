@@ -176,19 +176,25 @@ impl Stream {
     #[new]
     #[pyo3(signature = (
         mechanism, dim, seed=None, *, shard=None, noise_multiplier=None,
-        allow_lower_noise=false, allow_unverified=false
+        allow_lower_noise=false, allow_unverified=false, sampler=None
     ))]
     #[allow(clippy::too_many_arguments)] // the constructor's keywords, one each
     fn new(
         py: Python<'_>,
-        mechanism: &Mechanism,
+        mechanism: &Bound<'_, Mechanism>,
         dim: &Bound<'_, PyAny>,
         seed: Option<Bound<'_, PyAny>>,
         shard: Option<Bound<'_, PyAny>>,
         noise_multiplier: Option<f64>,
         allow_lower_noise: bool,
         allow_unverified: bool,
+        sampler: Option<Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
+        // The training loop's sampler must draw the scheme the blob is accounted for.
+        if let Some(sampler) = &sampler {
+            sampler.call_method1("check", (mechanism,))?;
+        }
+        let mechanism = mechanism.get();
         let dim_value = intake::size(dim, "dim", 1, MAX_COORDINATES)?;
         let range = shard
             .as_ref()
@@ -240,6 +246,7 @@ impl Stream {
             sampling,
             verified: false,
             verification: String::new(),
+            epsilons: std::sync::OnceLock::new(),
         };
         if let (true, Some(blob_sigma)) = (privacy.lowered(), blob_sigma)
             && !allow_lower_noise
@@ -309,6 +316,15 @@ impl Stream {
                  (ε, δ) rests on the blob's recorded sensitivity, which the device's check \
                  could not confirm"
             ))?;
+        }
+        if stream.privacy.sampling.is_some() && sampler.is_none() {
+            warn(
+                "the blob's (ε, δ) is accounted for cyclic Poisson sampling: draw each step's \
+                 batch with mfc.CyclicPoissonSampling, for the stream's step \
+                 (sampler.batch(stream.steps_released)), and pass it as sampler= (its check \
+                 refuses a blob of another scheme)"
+                    .to_string(),
+            )?;
         }
         if stream.privacy.lowered() {
             warn(format!(

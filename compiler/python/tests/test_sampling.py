@@ -400,8 +400,14 @@ def test_a_compiled_blob_records_the_scheme_its_sampler_checks():
     assert plain.report["sampling"] is None
     with pytest.raises(ValueError, match="records none"):
         sampler.check(plain)
+    # A stream checks the sampler it is given, and warns without one.
+    with pytest.raises(ValueError, match="not this sampler's"):
+        mfc.Stream(m, 2, seed=bytes(range(32)), sampler=other)
+    with pytest.warns(UserWarning, match="cyclic Poisson sampling"):
+        mfc.Stream(m, 2, seed=bytes(range(32)))
     # The stream's privacy is the accountant's, not one Gaussian release's.
-    stream = mfc.Stream(m, 2, seed=bytes(range(32)))
+    stream = mfc.Stream(m, 2, seed=bytes(range(32)), sampler=sampler)
+    assert stream.privacy["zcdp_rho"] is None
     assert stream.privacy["participation"] == m.report["participation"]
     assert stream.privacy["epsilon"] <= 2.0
     assert "privacy loss distributions" in stream.privacy["statement"]

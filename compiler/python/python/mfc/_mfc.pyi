@@ -74,6 +74,7 @@ class Stream:
         noise_multiplier: Optional[float] = None,
         allow_lower_noise: bool = False,
         allow_unverified: bool = False,
+        sampler: Optional[Any] = None,
     ) -> None:
         """``dim``: 1 <= dim <= 2**51 (``ValueError`` naming it otherwise; ``MemoryError`` if
         the workspace exceeds the machine's memory). ``seed``: 32 bytes or 64 hex digits
@@ -87,7 +88,11 @@ class Stream:
         ``noise_multiplier``: replaces the blob's calibrated sigma. Below it, ``StreamError``
         (a ``ValueError``) unless ``allow_lower_noise=True`` (then a ``UserWarning`` stating the
         weaker (epsilon, delta)); at or above it, nothing needed. ``privacy`` reports the
-        (epsilon, delta) recomputed from the stream's sigma at the blob's delta."""
+        (epsilon, delta) recomputed from the stream's sigma at the blob's delta.
+
+        ``sampler``: the ``CyclicPoissonSampling`` the training loop draws its batches with;
+        its ``check`` refuses (``ValueError``) a blob of another scheme. A blob under cyclic
+        Poisson sampling streamed without one gives a ``UserWarning``."""
     def step(
         self, x: npt.NDArray[np.float32], clip: Optional[float] = None
     ) -> npt.NDArray[np.float32]:
