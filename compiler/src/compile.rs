@@ -937,14 +937,17 @@ impl Job<'_> {
         let text = format!(
             "workload            {} (n = {steps})\n\
              participation       {}\n\
-             encoder             BandMF, {kind_name}, b̂ = {} bands{tried}\n\
+             encoder             BandMF, {kind_name}, b̂ = {}{tried}\n\
              shipped             sqrt(L) = {:.4}{start}\n\
              {statement}\
              releases            {releases}\n\
              runtime memory      {} = {floats}·d floats, for any number of steps\n",
             workload.label(),
             statement.participation,
-            compiled.bands,
+            match compiled.bands {
+                1 => "1 band".to_string(),
+                b => format!("{b} bands"),
+            },
             statement.sqrt_loss,
             if prefix { "(b̂ + 2)·d" } else { "b̂·d" },
         );

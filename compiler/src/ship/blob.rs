@@ -107,12 +107,16 @@ fn header<'a>(
         steps,
         participation: match &options.sampling {
             None => shipped.participation.to_format()?,
-            Some(scheme) if *shipped.participation == Participation::Single => {
+            Some(scheme)
+                if *shipped.participation == Participation::Single
+                    && scheme.steps() == steps as usize =>
+            {
                 scheme.to_format()?
             }
             Some(_) => {
                 return Err(Error::InvalidArgument(format!(
-                    "cyclic Poisson sampling records the sensitivity of single participation, not of {}",
+                    "cyclic Poisson sampling over {} steps records the sensitivity of single participation over the blob's steps, not of {} over {steps}",
+                    options.sampling.as_ref().map_or(0, |s| s.steps()),
                     shipped.participation.describe()
                 )));
             }
