@@ -6,6 +6,39 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// Results go to stdout through these two, which shadow the standard macros in every module of
+/// the crate: a reader that stops early (`mfc inspect … | head -1`) closes the pipe, and the
+/// standard ones then panic with a backtrace. Here the run ends quietly with exit code 0, as
+/// a filter's does; any other write error still fails loudly.
+macro_rules! print {
+    ($($arg:tt)*) => {
+        $crate::write_stdout(format_args!($($arg)*))
+    };
+}
+
+macro_rules! println {
+    () => {
+        $crate::write_stdout(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// Writes `text` to stdout: a closed pipe ends the process with exit code 0.
+fn write_stdout(text: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_fmt(text).and_then(|()| out.flush()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => std::process::exit(0),
+        Err(e) => {
+            eprintln!("mfc: cannot write to stdout: {e}");
+            std::process::exit(2)
+        }
+    }
+}
+
 mod calibrate;
 mod compare;
 mod compile;

@@ -386,6 +386,26 @@ fn bands_auto_with_a_batch_chooses_the_least_error() {
     assert!(chosen > 1, "DP-SGD is not the best at ε = 4");
 }
 
+/// A reader that stops early (`mfc calibrate … | head -1`) closes the pipe before `mfc` writes:
+/// the run ends quietly with exit code 0, not with a panic and its backtrace.
+#[test]
+fn a_closed_stdout_ends_the_run_quietly() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mfc"))
+        .args(args(
+            "calibrate --sampling-prob 0.01 --steps 2000 --epsilon 1 --delta 1e-5",
+            &[],
+        ))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take()); // the accountant takes a while: the pipe is closed before it writes
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
 /// Issue 29's refusals: a rate outside (0, 1], bands above the steps, a sampling rate with a
 /// form or schema it does not compose with, replace-one, `--bands auto`: each one line naming
 /// the option.
