@@ -25,9 +25,9 @@ use crate::privacy::accountant::PldOptions;
 use crate::privacy::accountant::bandmf::{
     AmplifiedBandMf, BandTarget, choose_bands, default_band_candidates,
 };
-use crate::privacy::calibrate::{epsilon_for_noise_multiplier, noise_multiplier_for};
+use crate::privacy::calibrate::noise_multiplier_for;
 use crate::privacy::participation::Participation;
-use crate::report::{CompileReport, PrivacyStatement};
+use crate::report::{CompileReport, PrivacyStatement, epsilon_for};
 use crate::request::{
     CompileRequest, FormSpec, Horizon, Opt, OptionError, Privacy, Sampling, Stamps, WorkloadSpec,
 };
@@ -151,19 +151,21 @@ fn calibration(
     privacy: Privacy,
     sampling: Option<&AmplifiedBandMf>,
 ) -> Result<Option<Calibration>, Error> {
-    if let Some(scheme) = sampling {
-        return amplified_calibration(privacy, scheme);
-    }
     Ok(match privacy {
         Privacy::Uncalibrated => None,
         Privacy::Target { epsilon, delta } => {
-            let sigma = noise_multiplier_for(epsilon, delta).ok_or_else(|| {
-                OptionError::new(
-                    Opt::Epsilon,
-                    crate::request::number(epsilon),
-                    format!("no noise multiplier in (0, 10^6] reaches it at {{delta}} {delta:e}"),
-                )
-            })?;
+            let sigma = match sampling {
+                Some(scheme) => scheme.noise_multiplier(epsilon, delta, &PldOptions::default())?,
+                None => noise_multiplier_for(epsilon, delta).ok_or_else(|| {
+                    OptionError::new(
+                        Opt::Epsilon,
+                        crate::request::number(epsilon),
+                        format!(
+                            "no noise multiplier in (0, 10^6] reaches it at {{delta}} {delta:e}"
+                        ),
+                    )
+                })?,
+            };
             Some(Calibration {
                 noise_multiplier: sigma,
                 target: Some(PrivacyTarget { epsilon, delta }),
@@ -173,40 +175,7 @@ fn calibration(
             noise_multiplier: sigma,
             target: match delta {
                 Some(delta) => Some(PrivacyTarget {
-                    epsilon: epsilon_for_noise_multiplier(sigma, delta).ok_or_else(|| {
-                        OptionError::new(
-                            Opt::NoiseMultiplier,
-                            crate::request::number(sigma),
-                            format!("gives no finite ε at {{delta}} {delta:e} (ε above 10^4)"),
-                        )
-                    })?,
-                    delta,
-                }),
-                None => None,
-            },
-        }),
-    })
-}
-
-/// The calibration of amplified BandMF (`scheme`) by the accountant: `σ` for a target (the
-/// smallest meeting it, rounded up), or the given `σ` with the `ε` it gives at the given `δ`
-/// (an upper bound).
-fn amplified_calibration(
-    privacy: Privacy,
-    scheme: &AmplifiedBandMf,
-) -> Result<Option<Calibration>, Error> {
-    let options = PldOptions::default();
-    Ok(match privacy {
-        Privacy::Uncalibrated => None,
-        Privacy::Target { epsilon, delta } => Some(Calibration {
-            noise_multiplier: scheme.noise_multiplier(epsilon, delta, &options)?,
-            target: Some(PrivacyTarget { epsilon, delta }),
-        }),
-        Privacy::NoiseMultiplier { sigma, delta } => Some(Calibration {
-            noise_multiplier: sigma,
-            target: match delta {
-                Some(delta) => Some(PrivacyTarget {
-                    epsilon: scheme.epsilon(sigma, delta, &options)?,
+                    epsilon: epsilon_for(sigma, delta, sampling)?,
                     delta,
                 }),
                 None => None,

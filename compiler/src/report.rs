@@ -15,7 +15,7 @@ use crate::optimize::optimum::certificate_holds;
 use crate::privacy::accountant::PldOptions;
 use crate::privacy::accountant::bandmf::AmplifiedBandMf;
 use crate::privacy::participation::Participation;
-use crate::request::epsilon_text;
+use crate::request::{Opt, OptionError, epsilon_text};
 use crate::ship::blob::BlobOptions;
 
 /// The privacy calibration recorded in a blob, as reported.
@@ -59,11 +59,11 @@ pub fn derived_privacy(
         delta: target.delta,
         noise_multiplier: sigma,
     };
-    let epsilon = match sampling {
-        None => mfc_runtime::privacy::epsilon_for_noise_multiplier(sigma, target.delta)
-            .ok_or(overstated(f64::INFINITY))?,
+    let epsilon = match epsilon_for(sigma, target.delta, sampling) {
+        Ok(epsilon) => epsilon,
+        Err(_) if sampling.is_none() => return Err(overstated(f64::INFINITY)),
         // The accountant's refusal (a loss too large for its grid…) says why in its words.
-        Some(scheme) => scheme.epsilon(sigma, target.delta, &PldOptions::default())?,
+        Err(e) => return Err(e),
     };
     // The compiler rounds σ up for its target, so an honest target's ε is at least the derived
     // one, but for the bisections' 1e-12.
@@ -71,6 +71,27 @@ pub fn derived_privacy(
         return Err(overstated(epsilon));
     }
     Ok(Some((epsilon, target.delta)))
+}
+
+/// `ε` of noise multiplier `σ` at `δ`: by the analytic Gaussian relation (rounded up), or,
+/// under cyclic Poisson sampling (`sampling`), by the accountant (an upper bound). Refused when
+/// out of their range (an analytic `ε` above 10⁴, a privacy loss too large for the grid).
+pub fn epsilon_for(
+    sigma: f64,
+    delta: f64,
+    sampling: Option<&AmplifiedBandMf>,
+) -> Result<f64, crate::Error> {
+    match sampling {
+        None => mfc_runtime::privacy::epsilon_for_noise_multiplier(sigma, delta).ok_or_else(|| {
+            OptionError::new(
+                Opt::NoiseMultiplier,
+                crate::request::number(sigma),
+                format!("gives no finite ε at {{delta}} {delta:e} (ε above 10^4)"),
+            )
+            .into()
+        }),
+        Some(scheme) => Ok(scheme.epsilon(sigma, delta, &PldOptions::default())?),
+    }
 }
 
 /// The participation schema a blob of `steps` steps records, in words, and the sampling scheme

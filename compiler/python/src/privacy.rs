@@ -6,16 +6,16 @@
 //! A stream adds noise of scale `σ·ζ·sens` to inputs clipped to `ζ`, `sens` the blob's recorded
 //! sensitivity under its schema and relation, so it is exactly as private as a Gaussian mechanism
 //! of sensitivity 1 and noise multiplier `σ` (Denisov et al. 2022, Thm 2.1); its tight `(ε, δ)`
-//! is the analytic Gaussian relation (Balle & Wang 2018, Thm 8), computed by the runtime's
-//! [`epsilon_for_noise_multiplier`] (rounded up), and its zCDP parameter is `ρ = 1/(2σ²)`. This
+//! is the analytic Gaussian relation (Balle & Wang 2018, Thm 8), computed by the runtime
+//! (`mfc_runtime::privacy::epsilon_for_noise_multiplier`, rounded up, through
+//! `mfc_compiler::report::epsilon_for`), and its zCDP parameter is `ρ = 1/(2σ²)`. This
 //! holds when the recorded sensitivity is right: `verified` says whether the device's check
 //! confirmed it. A blob under cyclic Poisson sampling (amplified BandMF) is accounted instead as
 //! the composition of `⌈n/b̂⌉` Poisson-subsampled Gaussians of noise multiplier `σ`
 //! (`mfc_compiler::privacy::accountant`, pessimistic: `ε` an upper bound).
 
-use mfc_compiler::privacy::accountant::PldOptions;
 use mfc_compiler::privacy::accountant::bandmf::AmplifiedBandMf;
-use mfc_runtime::privacy::{epsilon_for_noise_multiplier, zcdp_rho};
+use mfc_runtime::privacy::zcdp_rho;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -49,12 +49,10 @@ pub struct StreamPrivacy {
 /// a `δ`.
 pub fn epsilon(sigma: f64, delta: Option<f64>, sampling: Option<&AmplifiedBandMf>) -> Option<f64> {
     delta.map(|d| {
-        match sampling {
-            None => epsilon_for_noise_multiplier(sigma, d),
-            Some(scheme) => scheme.epsilon(sigma, d, &PldOptions::default()).ok(),
-        }
-        .filter(|e| e.is_finite())
-        .unwrap_or(f64::INFINITY)
+        mfc_compiler::report::epsilon_for(sigma, d, sampling)
+            .ok()
+            .filter(|e| e.is_finite())
+            .unwrap_or(f64::INFINITY)
     })
 }
 
