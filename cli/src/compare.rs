@@ -44,8 +44,8 @@ pub struct Args {
     /// whose banded Toeplitz sqrt(L) is within 1% of the best of them.
     #[arg(long, default_value = "auto", value_name = "N|auto", value_parser = options::bands)]
     bands: BandsChoice,
-    /// With --bands auto: the most bands tried. The general row's optimizer costs O(n²·b̂) per
-    /// iteration.
+    /// With --bands auto: the most bands tried. The general row's optimizer costs O(n·b̂²) per
+    /// evaluation for the prefix sum and momentum (O(n²·b̂) for a custom workload).
     #[arg(long, default_value_t = 32, allow_negative_numbers = true, value_parser = options::max_bands)]
     max_bands: usize,
     /// L-BFGS iterations of the (h, r) row's shipped-loss refinement.

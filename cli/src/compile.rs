@@ -54,7 +54,8 @@ pub struct Args {
     #[arg(long, allow_negative_numbers = true, value_parser = options::max_bands)]
     max_bands: Option<usize>,
     /// BandMF: a banded Toeplitz encoder (b̂ coefficients, optimized in O(n·b̂) per step for the
-    /// prefix sum, any horizon) instead of a general one (n × b̂ coefficients, O(n²·b̂)).
+    /// prefix sum, any horizon) instead of a general one (n × b̂ coefficients, O(n·b̂²) per
+    /// evaluation for the prefix sum and momentum, O(n²·b̂) for a custom workload).
     #[arg(long)]
     toeplitz: bool,
     /// BLT: buffers per coordinate [default: 4].

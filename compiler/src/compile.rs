@@ -775,26 +775,42 @@ impl Job<'_> {
                 .into());
             }
         }
-        // The general optimizer holds the workload, the decoder and its adjoint as n × n matrices.
-        let general_bytes = 3.0 * 8.0 * (steps as f64).powi(2);
         let available = budget::available_memory();
-        if kind == BandMfKind::General
-            && available.is_some_and(|a| general_bytes > a)
-            && !request.force
-        {
-            return Err(OptionError::new(
-                Opt::Steps,
+        if kind == BandMfKind::General {
+            // Known before any work: the optimizer's memory (linear in n for the prefix sum and
+            // momentum, n² for a custom workload) and its time per evaluation.
+            let most = participation.separation().unwrap_or(steps).min(steps);
+            let b = match bands {
+                Bands::Fixed(b) => b,
+                Bands::Auto { max } => max.min(most),
+            };
+            let (bytes, seconds) = crate::optimize::banded::general::estimate(
+                workload,
                 steps,
-                format!(
-                    "the general BandMF encoder needs about {:.1} GB of memory (three n × n \
-                     matrices); this machine has {:.1} GB available. {{toeplitz}} optimizes a \
-                     banded Toeplitz encoder in O(n) memory; {{force}} runs the general one anyway",
-                    general_bytes / 1e9,
-                    available.unwrap_or(0.0) / 1e9
-                ),
-            )
-            .into());
+                b,
+                &crate::optimize::banded::general::GeneralOptions::default(),
+            );
+            if available.is_some_and(|a| bytes > a) && !request.force {
+                return Err(OptionError::new(
+                    Opt::Steps,
+                    steps,
+                    format!(
+                        "the general BandMF optimizer needs about {:.1} GB of memory with {b}                          bands; this machine has {:.1} GB available. {{toeplitz}} optimizes a                          banded Toeplitz encoder in O(n) memory; {{force}} runs the general one                          anyway",
+                        bytes / 1e9,
+                        available.unwrap_or(0.0) / 1e9
+                    ),
+                )
+                .into());
+            }
+            if seconds * 100.0 >= 10.0 {
+                on_event(Event::Warning(format!(
+                    "n = {steps}, {b} bands: the general BandMF optimizer takes about {:.1} s per                      evaluation on a 2-core machine, and 60 to 150 evaluations; {:.0} MB of memory",
+                    seconds,
+                    bytes / 1e6
+                )));
+            }
         }
+        let general_bytes = 3.0 * 8.0 * (steps as f64).powi(2);
         if kind == BandMfKind::Toeplitz
             && !matches!(workload, Workload::PrefixSum | Workload::Momentum { .. })
             && available.is_some_and(|a| general_bytes > a)

@@ -43,6 +43,8 @@ pub enum Error {
         /// The blob's `σ`.
         noise_multiplier: f64,
     },
+    /// The compile was stopped by [`crate::interrupt::interrupt`] (Python's Ctrl-C).
+    Interrupted,
     /// A blob file could not be read.
     BlobFile {
         /// The file.
@@ -66,6 +68,7 @@ impl fmt::Display for Error {
                 "optimizer did not certify the requested gap after {iterations} iterations (relative gap {relative_gap:.3e})"
             ),
             Error::Numerical(why) => write!(f, "numerical failure: {why}"),
+            Error::Interrupted => write!(f, "interrupted"),
             Error::Io(e) => write!(f, "{e}"),
             Error::Blob(e) => write!(f, "{e}"),
             Error::OverstatedPrivacy {

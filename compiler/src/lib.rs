@@ -9,13 +9,15 @@
 //! FFT, BandMF); [`optimize`] holds the optimizers of every strategy family, independent of
 //! what ships; [`privacy`] the participation schemas, sensitivities, calibration and the
 //! device's verification run on the host; [`ship`] the blob and its signature; [`compare`],
-//! [`report`], [`budget`] and [`workload`] serve them all.
+//! [`report`], [`budget`] and [`workload`] serve them all; [`interrupt`] stops a compile from
+//! another thread.
 
 pub mod budget;
 pub mod compare;
 pub mod compile;
 pub mod error;
 pub mod forms;
+pub mod interrupt;
 pub mod optimize;
 pub mod privacy;
 pub mod report;

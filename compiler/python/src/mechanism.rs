@@ -281,15 +281,19 @@ fn text(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
 /// `stamps`; `buffers`, `horizon`; `bands`, `max_bands`, `toeplitz`) are refused for another
 /// form; `form` defaults to `banded`, or to `bandmf` with `sampling_prob` (amplified BandMF
 /// under cyclic Poisson sampling, `σ` by the accountant, the scheme recorded). A refusal is a `CompileError` naming the keyword, the value and what is allowed.
-/// Releases the GIL while it runs; the dense compile's estimated memory and time arrive as a
-/// `UserWarning`.
+/// Releases the GIL while it runs, and stops within an optimizer iteration on Ctrl-C
+/// (`KeyboardInterrupt`); the estimated memory and time of a long compile arrive as a
+/// `UserWarning`. `progress`: by default a compile longer than a second writes a progress line
+/// to `sys.stderr` once a second, as the CLI does; `False` silences it; a callable receives
+/// the latest line (`str`) instead, at most every 50 ms, and an exception it raises stops the
+/// compile.
 #[pyfunction]
 #[pyo3(signature = (
     *, steps=None, workload=None, cooldown=None, epochs=None, min_sep=None, every=None,
     neighbouring="add-remove", form=None, stamps=None, band=None, rank=None, refine=None,
     gap=None, bands=None, max_bands=None, toeplitz=false, buffers=None, horizon=None,
     clip_norm=1.0, epsilon=None, delta=None, noise_multiplier=None, sampling_prob=None,
-    dataset_size=None, batch_size=None, force=false
+    dataset_size=None, batch_size=None, force=false, progress=None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub fn compile(
@@ -320,6 +324,7 @@ pub fn compile(
     dataset_size: Option<Bound<'_, PyAny>>,
     batch_size: Option<f64>,
     force: bool,
+    progress: Option<Bound<'_, PyAny>>,
 ) -> PyResult<Mechanism> {
     // Integers are checked with the keyword's name and the library's range: a negative number
     // is a CompileError (a ValueError) naming it, not pyo3's nameless OverflowError.
@@ -406,15 +411,93 @@ pub fn compile(
     }
     .request()
     .map_err(|e| Error::Option(e.render(Spelling::Python)))?;
-    let (compiled, warnings) = py.detach(|| {
-        let mut warnings = Vec::new();
-        let compiled = run_compile(&request, &mut |event| {
-            if let Event::Warning(line) = event {
-                warnings.push(line);
+    // Where progress lines go: `progress=False` drops them, a callable receives them, and by
+    // default they are written to `sys.stderr` as the CLI does (once a second, from the first
+    // second on, so a short compile prints nothing).
+    let report_progress = match &progress {
+        Some(p) if p.is_callable() => Some(p.clone().unbind()),
+        Some(p) if !p.is_truthy()? => None,
+        Some(p) if !p.is(&pyo3::types::PyBool::new(py, true)) => {
+            return Err(Error::Type(format!(
+                "progress: expected None, True, False or a callable taking a str, got {}",
+                p.get_type()
+            ))
+            .into());
+        }
+        _ => Some(
+            py.import("sys")?
+                .getattr("stderr")?
+                .getattr("write")?
+                .unbind(),
+        ),
+    };
+    let is_stderr = !progress.as_ref().is_some_and(|p| p.is_callable());
+    // The compile runs on a worker thread; this one looks for Python's Ctrl-C every 50 ms (a
+    // signal reaches only Python code), stopping the compile at its next iteration, and passes
+    // the latest progress line on.
+    let latest: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+    let (compiled, warnings, interrupted) = py.detach(|| {
+        mfc_compiler::interrupt::clear();
+        std::thread::scope(|scope| {
+            let worker = scope.spawn(|| {
+                let mut warnings = Vec::new();
+                let compiled = run_compile(&request, &mut |event| match event {
+                    Event::Warning(line) => warnings.push(line),
+                    Event::Progress(line) => {
+                        if let Ok(mut slot) = latest.lock() {
+                            *slot = Some(line);
+                        }
+                    }
+                });
+                (compiled, warnings)
+            });
+            let started = std::time::Instant::now();
+            let mut shown = started;
+            let mut interrupted = None;
+            while !worker.is_finished() {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                if interrupted.is_some() {
+                    continue;
+                }
+                let due = !is_stderr
+                    || (started.elapsed().as_secs_f64() >= 1.0
+                        && shown.elapsed().as_secs_f64() >= 1.0);
+                let line = if due {
+                    latest.lock().ok().and_then(|mut slot| slot.take())
+                } else {
+                    None
+                };
+                let checked = Python::attach(|py| -> PyResult<()> {
+                    py.check_signals()?;
+                    if let (Some(line), Some(sink)) = (line, &report_progress) {
+                        let text = if is_stderr {
+                            format!(
+                                "mfc compile: {:.0} s: {line}\n",
+                                started.elapsed().as_secs_f64()
+                            )
+                        } else {
+                            line
+                        };
+                        sink.call1(py, (text,))?;
+                        shown = std::time::Instant::now();
+                    }
+                    Ok(())
+                });
+                if let Err(e) = checked {
+                    mfc_compiler::interrupt::interrupt();
+                    interrupted = Some(e);
+                }
             }
-        });
-        (compiled, warnings)
+            let (compiled, warnings) = worker
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (compiled, warnings, interrupted)
+        })
     });
+    mfc_compiler::interrupt::clear();
+    if let Some(e) = interrupted {
+        return Err(e);
+    }
     for line in warnings {
         let category = py.get_type::<PyUserWarning>();
         let message = std::ffi::CString::new(line).unwrap_or_default();

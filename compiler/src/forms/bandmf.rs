@@ -10,7 +10,8 @@
 //! `B = A C⁻¹` either way.
 //!
 //! The pipeline: the banded Toeplitz optimum (always: it is cheap, and it starts the general
-//! optimizer); for the general form, [`optimize_banded`] from it; then the encoder is scaled to
+//! optimizer); for the general form, [`optimize_general`] from it (no `n × n` matrix for the
+//! prefix sum and momentum: `O(n·b̂²)` per evaluation); then the encoder is scaled to
 //! sensitivity 1, rounded to `f32`, and its sensitivity computed again **from the stored
 //! coefficients** — exactly, since with `b̂ ≤ b` one record's columns are orthogonal
 //! ([`OrthogonalColumns`](SensitivityMethod::OrthogonalColumns); single participation:
@@ -28,7 +29,11 @@ use faer::Mat;
 use mfc_formats::SensitivityMethod;
 
 use crate::optimize::banded::BandedEncoder;
-use crate::optimize::banded::general::{BandedOptions, optimize_banded};
+use crate::optimize::banded::general::frobenius::{Workspace, frobenius};
+use crate::optimize::banded::general::operator::{BandRows, Operator};
+use crate::optimize::banded::general::{
+    BandedProblem, GeneralOptions, GeneralProgress, column_norms2, optimize_general,
+};
 use crate::optimize::banded::toeplitz::{ToeplitzOptions, ToeplitzProblem, optimize};
 use crate::privacy::participation::Participation;
 use crate::ship::blob::{
@@ -41,7 +46,8 @@ use mfc_formats::Decoder;
 /// General banded or banded Toeplitz.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BandMfKind {
-    /// `n × b̂` free coefficients (`O(n²·b̂)` per evaluation of the loss).
+    /// `n × b̂` free coefficients (`O(n·b̂²)` per evaluation of the loss for the prefix sum and
+    /// momentum, `O(n²·b̂)` for a custom workload).
     General,
     /// `b̂` coefficients shared by every column (`O(n·b̂)` per evaluation for the prefix sum).
     Toeplitz,
@@ -74,7 +80,7 @@ pub struct BandMfOptions {
     /// The banded Toeplitz optimizer.
     pub toeplitz: ToeplitzOptions,
     /// The general banded optimizer.
-    pub banded: BandedOptions,
+    pub general: GeneralOptions,
 }
 
 impl Default for BandMfOptions {
@@ -84,7 +90,7 @@ impl Default for BandMfOptions {
             kind: BandMfKind::Toeplitz,
             bands: Bands::Auto { max: 256 },
             toeplitz: ToeplitzOptions::default(),
-            banded: BandedOptions::default(),
+            general: GeneralOptions::default(),
         }
     }
 }
@@ -234,76 +240,102 @@ pub fn compile_bandmf(
             })
         }
         BandMfKind::General => {
-            let a = workload.matrix(steps)?;
-            let start = BandedEncoder::toeplitz(&c, steps);
+            let problem =
+                BandedProblem::new(Operator::new(workload, steps)?, participation, bands)?;
+            let start = BandRows::toeplitz(&c, steps);
             // One band under single participation: the optimum is the identity (every diagonal
             // encoder has `‖A C⁻¹‖²_F·max c_j² ≥ ‖A‖²_F`), which is the Toeplitz start: DP-SGD.
-            let optimized = if bands == 1 && participation == Participation::Single {
+            let encoder = if bands == 1 && participation == Participation::Single {
                 start.clone()
             } else {
-                optimize_banded(
-                    a.as_ref(),
+                optimize_general(
+                    &problem,
                     start.clone(),
-                    &participation,
-                    &options.banded,
-                    &mut |round, iteration, value| {
+                    &options.general,
+                    &mut |p: &GeneralProgress| {
                         progress(
                             &format!(
-                                "general banded, {bands} bands: round {}, iteration {iteration}",
-                                round + 1
+                                "general banded, {bands} bands: iteration {}, {} evaluations, {:.1} s",
+                                p.iteration, p.evaluations, p.seconds
                             ),
-                            value,
-                        )
+                            p.objective,
+                        );
+                        std::ops::ControlFlow::Continue(())
                     },
                 )?
+                .encoder
             };
-            let ship = |encoder: &BandedEncoder| -> Result<CompiledBandMf> {
-                let scale = encoder.sensitivity(&participation)?;
-                let coefficients: Vec<f64> = (0..steps * bands)
-                    .map(|q| {
-                        let (i, l) = (q / bands, q % bands);
-                        if l > i {
-                            0.0
-                        } else {
-                            round(encoder.entry(i - l, l) / scale)
-                        }
-                    })
-                    .collect();
-                let mut compiled = CompiledBandMf {
-                    kind: BandMfKind::General,
-                    steps,
-                    bands,
-                    coefficients,
-                    participation,
-                    sensitivity: 0.0,
-                    sensitivity_method: SensitivityMethod::OrthogonalColumns,
-                    sqrt_loss: 0.0,
-                    per_step_variance: Vec::new(),
-                    tried: tried.clone(),
-                    toeplitz_sqrt_loss,
-                };
-                let stored = compiled.banded();
-                let sens = stored.sensitivity(&participation)?;
-                let decoder = stored.decoder(a.as_ref())?;
-                compiled.per_step_variance = (0..steps)
-                    .map(|i| sens * sens * decoder.row(i).squared_norm_l2())
-                    .collect();
-                compiled.sqrt_loss = compiled.per_step_variance.iter().sum::<f64>().sqrt();
-                compiled.sensitivity = sens;
-                compiled.sensitivity_method = match participation {
-                    Participation::Single => SensitivityMethod::MaxColumnNorm,
-                    _ => SensitivityMethod::OrthogonalColumns,
-                };
-                Ok(compiled)
-            };
-            let compiled = ship(&optimized)?;
-            // Never ship worse than the banded Toeplitz encoder the optimizer started from.
+            let compiled = ship_general(&problem, &encoder, tried.clone(), toeplitz_sqrt_loss)?;
+            // Never ship worse than the banded Toeplitz encoder the optimizer started from (the
+            // optimizer compares exact losses; rounding to `f32` could still reorder them).
             match toeplitz_sqrt_loss {
-                Some(t) if compiled.sqrt_loss > t * (1.0 + 1e-9) => ship(&start),
+                Some(t) if compiled.sqrt_loss > t * (1.0 + 1e-9) => {
+                    ship_general(&problem, &start, tried, toeplitz_sqrt_loss)
+                }
                 _ => Ok(compiled),
             }
         }
     }
+}
+
+/// The general `encoder` scaled to sensitivity 1 and rounded to `f32`, with the sensitivity,
+/// the loss and the per-step variance of exactly the stored coefficients: the sensitivity by
+/// the dynamic programme over their column norms (exact: one record's columns are orthogonal),
+/// the error by [`frobenius`]'s recurrence (no `n × n` matrix for the prefix sum and momentum).
+fn ship_general(
+    problem: &BandedProblem,
+    encoder: &BandRows,
+    tried: Vec<(usize, f64)>,
+    toeplitz_sqrt_loss: Option<f64>,
+) -> Result<CompiledBandMf> {
+    let (n, h) = (problem.steps(), problem.bands());
+    let participation = *problem.participation();
+    let scale = problem.sensitivity_squared(encoder)?.sqrt();
+    if !(scale.is_finite() && scale > 0.0) {
+        return Err(Error::Numerical(format!(
+            "the banded encoder has sensitivity {scale}"
+        )));
+    }
+    let stored = BandRows {
+        rows: encoder.rows.iter().map(|x| round(x / scale)).collect(),
+        ..encoder.clone()
+    };
+    if (0..n).any(|i| stored.rows[i * h] == 0.0) {
+        return Err(Error::Numerical(
+            "a diagonal entry of the banded encoder rounds to zero".into(),
+        ));
+    }
+    let sensitivity = participation
+        .max_pattern_sum(&column_norms2(&stored))
+        .0
+        .sqrt();
+    let mut rows = vec![0.0; n];
+    frobenius(
+        problem.operator(),
+        &stored,
+        &mut Workspace::default(),
+        Some(&mut rows),
+        None,
+    )
+    .ok_or_else(|| Error::Numerical("the decoder A C⁻¹ is not finite".into()))?;
+    let s2 = sensitivity * sensitivity;
+    let per_step_variance: Vec<f64> = rows.iter().map(|r| s2 * r).collect();
+    Ok(CompiledBandMf {
+        kind: BandMfKind::General,
+        steps: n,
+        bands: h,
+        sqrt_loss: per_step_variance.iter().sum::<f64>().sqrt(),
+        coefficients: stored.rows,
+        participation,
+        sensitivity,
+        sensitivity_method: match participation {
+            Participation::Single => SensitivityMethod::MaxColumnNorm,
+            _ => SensitivityMethod::OrthogonalColumns,
+        },
+        per_step_variance,
+        tried,
+        toeplitz_sqrt_loss,
+    })
 }
 
 /// Encodes a compiled BandMF encoder (`formats/SPEC.md`, decoder 3) for `workload`

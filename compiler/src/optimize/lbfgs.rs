@@ -73,6 +73,7 @@ pub(crate) fn minimize<P: Point>(
     let mut iterations = 0;
     for iteration in 1..=max_iterations {
         iterations = iteration;
+        crate::interrupt::check()?;
         if stop(iteration, &x, &current)? {
             break;
         }

@@ -1036,6 +1036,7 @@ pub fn optimize_multi_epoch(
     let mut gap = f64::INFINITY;
     let mut descending = vec![false; s.len];
     for iteration in 1..=options.max_iterations {
+        crate::interrupt::check()?;
         best_dual = best_dual.max(point.dual);
         if let Some((loss, x)) = primal(a, &s, &point) {
             if best.as_ref().is_none_or(|(l, _, _)| loss < *l) {

@@ -2,13 +2,16 @@
 //! form approximates and the floor `mfc compare` prints: under single participation the fixed
 //! point φ (003 §3, certified by its dual, [`super::single`]); under fixed epoch order the
 //! multi-epoch optimizer (001 §3, certified for its class, [`super::multi_epoch`]); under
-//! min-separation the banded optimizer (BandMF with `b` bands, [`super::banded::general`], not
-//! certified) — each optimized on a block of `n / s` steps and stamped (001 App. D.4), with the
-//! number of stamps chosen by loss ([`choose_stamps`]).
+//! min-separation the banded optimizer (BandMF with `b` bands, [`super::banded::general`],
+//! `O(n·b²)` per evaluation for the prefix sum and momentum, not certified) — each optimized on
+//! a block of `n / s` steps and stamped (001 App. D.4), with the number of stamps chosen by
+//! loss ([`choose_stamps`]).
 
 use faer::{Mat, MatRef};
 
-use crate::optimize::banded::general::{BandedOptions, optimize_min_separation};
+use std::ops::ControlFlow;
+
+use crate::optimize::banded::general::{GeneralOptions, optimize_min_separation};
 use crate::optimize::multi_epoch::{MultiEpochOptions, optimize_multi_epoch};
 use crate::optimize::single::{OptimizeOptions, Optimum, Progress, optimize_single_participation};
 use crate::optimize::stamp::{evaluate_gram, stamp};
@@ -29,7 +32,7 @@ pub struct OptimumOptions {
     /// participation).
     pub multi_epoch: MultiEpochOptions,
     /// The banded optimizer (min-separation, when a block holds more than one participation).
-    pub banded: BandedOptions,
+    pub banded: GeneralOptions,
 }
 
 impl Default for OptimumOptions {
@@ -39,7 +42,7 @@ impl Default for OptimumOptions {
             stamps: 1,
             optimize: OptimizeOptions::default(),
             multi_epoch: MultiEpochOptions::default(),
-            banded: BandedOptions::default(),
+            banded: GeneralOptions::default(),
         }
     }
 }
@@ -99,7 +102,10 @@ pub fn optimal_gram(
                 head.as_ref(),
                 &options.participation,
                 &options.banded,
-                progress,
+                &mut |p| {
+                    progress(p);
+                    ControlFlow::Continue(())
+                },
             )?
         }
         _ => optimize_single_participation(head.as_ref(), &options.optimize, progress)?,

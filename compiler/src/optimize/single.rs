@@ -288,6 +288,7 @@ pub fn optimize_single_participation(
     let mut best: Option<(f64, Mat<f64>, Vec<f64>)> = None;
     let mut gap = f64::INFINITY;
     for iteration in 1..=options.max_iterations {
+        crate::interrupt::check()?;
         let v: Vec<f64> = log_v.iter().map(|x| x.exp()).collect();
         let e = evaluate(gram.as_ref(), &v)?;
         best_dual = best_dual.max(e.dual(&v));

@@ -1,7 +1,7 @@
 """Type stubs of mfc's extension module (PyO3)."""
 
 from os import PathLike
-from typing import Any, Optional, Tuple, Union
+from typing import Any, Callable, Optional, Tuple, Union
 
 BytesLike = Union[bytes, bytearray, memoryview]
 
@@ -165,6 +165,7 @@ def compile(
     dataset_size: Optional[int] = None,
     batch_size: Optional[float] = None,
     force: bool = False,
+    progress: Union[bool, Callable[[str], object], None] = None,
 ) -> Mechanism:
     """``mfc compile`` with its options as keywords (``--min-sep`` is ``min_sep``); ``workload``
     is ``prefix`` (the default), ``momentum:BETA``, ``npy:PATH`` or the n x n float64 matrix A
@@ -180,7 +181,11 @@ def compile(
     Instead of ``sampling_prob``, ``dataset_size`` and ``batch_size`` give q = batch*bands/dataset,
     and with ``bands="auto"`` and (epsilon, delta) choose the bands minimizing the expected error.
     A refusal (``CompileError``) names the keyword, the value and what is allowed
-    (``min_sep=0: expected an integer in 1..=4294967295``)."""
+    (``min_sep=0: expected an integer in 1..=4294967295``). ``force`` runs a compile refused for
+    its estimated memory. ``progress``: by default a compile longer than a second writes a
+    progress line to ``sys.stderr`` once a second (as the CLI does); ``False`` silences it; a
+    callable receives the latest line (a ``str``) at most every 50 ms instead. Ctrl-C stops the
+    compile within an optimizer iteration (``KeyboardInterrupt``)."""
 
 def calibrate(
     *,

@@ -448,6 +448,7 @@ pub fn compress(
         let mut previous = masked.objective(&left, &right, &rhs, ridge);
         let mut omega: f64 = 1.0;
         for _ in 0..options.max_sweeps {
+            crate::interrupt::check()?;
             let (old_left, old_right) = (left.clone(), right.clone());
             let rhs = masked.times(&right);
             masked.refit(&right, &rhs, ridge, &mut left, true);

@@ -263,6 +263,17 @@ fn balanced(decoder: &BandedLowRank) -> Result<BandedLowRank> {
 /// its result to the surrogate's patterns.
 const ACTIVE_SET_ROUNDS: usize = 8;
 
+/// Work budget of the pattern searches of [`refine_for_shipped_loss`] under min-separation (its
+/// worst patterns and the losses that choose between candidates): a twentieth of the search's
+/// default. An exhausted search still returns an upper bound and the best pattern found, so the
+/// candidates are compared by an upper bound on their loss; what ships is measured again with
+/// the default budget. At n = 2000 under (20, 100) every search exhausts its budget, and the
+/// default one made the refinement take 4 minutes (`mfc compile --steps 2000 --epochs 20
+/// --min-sep 100 --band 4 --rank 4`: 290 s before, BENCHMARKS "General BandMF at training
+/// scale" for after).
+pub(crate) const REFINE_SEARCH_BUDGET: usize =
+    crate::privacy::participation::search::DEFAULT_BUDGET / 20;
+
 /// Lowers the loss that ships, `sens(B̂⁻¹A)²‖B̂‖_F²` (003 Eq. 2 with the encoder of 000 App. H,
 /// the sensitivity under `participation`), directly: gradient descent with backtracking on a
 /// smooth maximum over participation patterns (`Surrogate`), starting from the ALS fit.
@@ -372,7 +383,7 @@ fn worst_pattern(
         absolute.as_ref(),
         k,
         b,
-        crate::privacy::participation::search::DEFAULT_BUDGET,
+        REFINE_SEARCH_BUDGET,
     );
     Ok(Some(found.pattern))
 }

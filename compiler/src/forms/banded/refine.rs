@@ -31,7 +31,7 @@ use faer::{Mat, MatRef};
 use rayon::prelude::*;
 
 use crate::forms::banded::compress::{BandedLowRank, add_outer_product};
-use crate::privacy::participation::{Participation, sensitivity};
+use crate::privacy::participation::{Participation, min_separation_sensitivity, sensitivity};
 use crate::{Error, Result};
 
 /// The pairs `(i, j)`, `i ≤ j`, of `X = ĈᵀĈ` a set of patterns reads, each once.
@@ -265,6 +265,8 @@ pub(crate) fn evaluate(
 
 /// The shipped loss `sens(Ĉ)²‖B̂‖_F²` under `participation`, with `Ĉ` from the structured
 /// solve (for choosing between candidates; the compile measures what ships again, densely).
+/// Under min-separation the pattern search has [`REFINE_SEARCH_BUDGET`](super::REFINE_SEARCH_BUDGET)
+/// (an upper bound where it runs out).
 pub(crate) fn shipped_loss(
     a: MatRef<'_, f64>,
     decoder: &BandedLowRank,
@@ -273,7 +275,18 @@ pub(crate) fn shipped_loss(
     let n = decoder.steps;
     let c = decoder.encoder(a)?;
     let c = MatRef::from_column_major_slice(&c, n, n);
-    let s = sensitivity(c, participation)?;
+    let s = match *participation {
+        Participation::MinSeparation {
+            max_participations,
+            min_separation,
+        } => min_separation_sensitivity(
+            (c.transpose() * c).as_ref(),
+            max_participations,
+            min_separation,
+            super::REFINE_SEARCH_BUDGET,
+        )?,
+        _ => sensitivity(c, participation)?,
+    };
     if !(s.value.is_finite() && s.value > 0.0) {
         return Err(Error::Numerical(format!(
             "the decoder's encoder has sensitivity {}",

@@ -47,7 +47,7 @@
 //! `O(n·b̂)` each. L-BFGS minimizes `log L = log ‖B‖_F² + log sens²` (invariant under scaling
 //! `c`, so `c_0 = 1` is held fixed) and stops on a plateau of the loss.
 //!
-//! A custom workload `A` goes through the general banded code ([`crate::optimize::banded`], `O(n²·b̂)`),
+//! A custom workload `A` goes through the dense banded code ([`crate::optimize::banded`], `O(n²·b̂)`),
 //! the gradient of `c_t` being the sum of the general gradient along diagonal `t`.
 
 use faer::{Mat, MatRef};

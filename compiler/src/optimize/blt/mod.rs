@@ -10,6 +10,8 @@
 //! ships: `f32` parameters whose encoder decays. The form that ships them is
 //! [`crate::forms::blt`].
 
+mod analytic;
+
 use crate::optimize::lbfgs::{Point, minimize};
 use crate::optimize::toeplitz::{
     ToeplitzError, inverse_series, prefix_error, square_root_coefficients,
@@ -240,7 +242,7 @@ impl Blt {
 
 /// `ω` minimizing `Σ_{k=1}^{n−1} (Σ_j ω_j θ_j^{k−1} − target_k)²` for fixed `θ` (normal
 /// equations, `m × m`).
-fn fit_omega(theta: &[f64], target: &[f64]) -> Option<Vec<f64>> {
+pub(super) fn fit_omega(theta: &[f64], target: &[f64]) -> Option<Vec<f64>> {
     let m = theta.len();
     let mut gram = vec![0.0; m * m];
     let mut rhs = vec![0.0; m];
@@ -291,6 +293,11 @@ pub fn optimize_blt_family(
             ),
         )));
     }
+    if matches!(participation, Participation::MinSeparation { .. }) {
+        // Central differences cost `4m + 1` evaluations a gradient, each `O(n·k)` under
+        // min-separation: the analytic gradient is an order of magnitude faster there.
+        return analytic::optimize_blt_family(n, max_buffers, participation, fitted);
+    }
     let mut family: Vec<Blt> = Vec::with_capacity(max_buffers);
     for m in 1..=max_buffers {
         let warm: Vec<Blt> = family.last().map_or_else(Vec::new, idle_buffer_starts);
@@ -317,7 +324,7 @@ pub fn optimize_blt_family(
 /// The BLT `previous` with one more buffer of weight `ω = 0` (the same mechanism), its decay
 /// placed below, between (geometric means of `1 − θ`) and above the existing ones; the first
 /// start is the one below the slowest.
-fn idle_buffer_starts(previous: &Blt) -> Vec<Blt> {
+pub(super) fn idle_buffer_starts(previous: &Blt) -> Vec<Blt> {
     let mut gaps: Vec<f64> = previous.theta.iter().map(|t| 1.0 - t).collect();
     gaps.sort_by(|a, b| a.total_cmp(b));
     let mut new_gaps = vec![gaps[0] / 4.0];
