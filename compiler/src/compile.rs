@@ -17,6 +17,9 @@ use crate::forms::banded::{CompileOptions, compile as compile_banded};
 use crate::forms::bandmf::{BandMfKind, BandMfOptions, Bands, compile_bandmf};
 use crate::forms::blt::{CompiledBlt, compile_blt, compile_blt_unbounded, horizon_errors};
 use crate::forms::fft::{FftKind, FftOptions, compile_fft};
+use crate::optimize::banded::general::{
+    GeneralOptions, MIN_BUDGET_ITERATIONS, SECONDS_BUDGET, Stopped,
+};
 use crate::optimize::blt::optimize_blt;
 use crate::optimize::multi_epoch::MultiEpochOptions;
 use crate::optimize::optimum::{OptimumOptions, choose_stamps};
@@ -802,9 +805,16 @@ impl Job<'_> {
                 )
                 .into());
             }
-            if seconds * 100.0 >= 10.0 {
+            // 60 to 150 evaluations converge at n ≤ 10⁴; the budget caps them above.
+            let evaluations = ((SECONDS_BUDGET / seconds) as usize)
+                .max(MIN_BUDGET_ITERATIONS)
+                .min(150) as f64;
+            if seconds * evaluations >= 10.0 {
                 on_event(Event::Warning(format!(
-                    "n = {steps}, {b} bands: the general BandMF optimizer takes about {:.1} s per                      evaluation on a 2-core machine, and 60 to 150 evaluations; {:.0} MB of memory",
+                    "n = {steps}, {b} bands: the general BandMF optimizer takes about {:.0} s on a \
+                     2-core machine ({:.2} s per evaluation, at most {evaluations:.0} \
+                     evaluations) and {:.0} MB of memory",
+                    seconds * evaluations,
                     seconds,
                     bytes / 1e6
                 )));
@@ -857,6 +867,10 @@ impl Job<'_> {
             participation,
             kind,
             bands,
+            general: GeneralOptions {
+                seconds_budget: Some(SECONDS_BUDGET),
+                ..GeneralOptions::default()
+            },
             ..BandMfOptions::default()
         };
         let mut compiled = compile_bandmf(workload, steps, &options, &mut |what, loss| {
@@ -895,6 +909,10 @@ impl Job<'_> {
             "bands": compiled.bands,
             "tried": compiled.tried,
             "toeplitz_sqrt_loss": compiled.toeplitz_sqrt_loss.map(|l| factor * l),
+            "general_iterations": compiled.general_run.map(|r| r.1),
+            "general_stopped_at_budget": compiled
+                .general_run
+                .map(|r| r.0 == Stopped::IterationBudget),
             "releases": releases,
             "runtime_floats_per_coordinate": floats,
         });
@@ -913,9 +931,16 @@ impl Job<'_> {
         };
         let start = match compiled.toeplitz_sqrt_loss {
             Some(t) => format!(
-                "  ({:+.2}% against the banded Toeplitz optimum it started from, {:.4})",
+                "  ({:+.2}% against the banded Toeplitz optimum it started from, {:.4}{})",
                 100.0 * (compiled.sqrt_loss / t - 1.0),
-                factor * t
+                factor * t,
+                match compiled.general_run {
+                    Some((Stopped::IterationBudget, iterations)) => format!(
+                        "; the optimizer stopped at its budget of {iterations} iterations, about \
+                         {SECONDS_BUDGET:.0} s estimated on a 2-core machine"
+                    ),
+                    _ => String::new(),
+                }
             ),
             None => String::new(),
         };

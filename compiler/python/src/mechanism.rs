@@ -417,7 +417,7 @@ pub fn compile(
     let report_progress = match &progress {
         Some(p) if p.is_callable() => Some(p.clone().unbind()),
         Some(p) if !p.is_truthy()? => None,
-        Some(p) if !p.is(&pyo3::types::PyBool::new(py, true)) => {
+        Some(p) if !p.is(pyo3::types::PyBool::new(py, true)) => {
             return Err(Error::Type(format!(
                 "progress: expected None, True, False or a callable taking a str, got {}",
                 p.get_type()

@@ -22,12 +22,12 @@ use serde::Serialize;
 
 use crate::Result;
 use crate::compare::tree::Tree;
-use crate::forms::banded::{CompileOptions, compile};
+use crate::forms::banded::{CompileOptions, compile_from_optimum};
 use crate::forms::bandmf::{BandMfKind, BandMfOptions, Bands, compile_bandmf};
 use crate::forms::fft::{FftKind, FftOptions, compile_fft};
 use crate::optimize::blt::optimize_blt_family;
 use crate::optimize::optimum::{OptimumOptions, certificate_holds, choose_stamps, optimal_gram};
-use crate::optimize::single::Progress;
+use crate::optimize::single::{Optimum, Progress};
 use crate::optimize::stamp::evaluate_gram;
 use crate::optimize::toeplitz::{inverse_series, square_root_coefficients};
 use crate::privacy::participation::{Participation, sensitivity};
@@ -186,7 +186,7 @@ fn optimum_row(
     a: MatRef<'_, f64>,
     compile_options: &CompileOptions,
     progress: &mut dyn FnMut(&str),
-) -> Result<Row> {
+) -> Result<(Row, (Optimum, Mat<f64>))> {
     let n = a.nrows();
     let participation = &compile_options.optimum.participation;
     let name = match participation {
@@ -202,7 +202,7 @@ fn optimum_row(
             "optimal (dense B), certified".into()
         }
     };
-    let (_, x) = optimal_gram(a, &compile_options.optimum, &mut |_: &Progress| {})?;
+    let (optimum, x) = optimal_gram(a, &compile_options.optimum, &mut |_: &Progress| {})?;
     let dense = evaluate_gram(a, x.as_ref(), participation)?;
     let norms: Vec<f64> = (0..n)
         .map(|i| dense.decoder.row(i).squared_norm_l2())
@@ -211,14 +211,15 @@ fn optimum_row(
         Participation::MinSeparation { min_separation, .. } => (*min_separation).min(n) + 1,
         _ => n,
     };
-    Ok(shipped_row(
+    let row = shipped_row(
         name,
         dense.sensitivity.value,
         dense.sensitivity.method,
         &norms,
         ram,
         ram,
-    ))
+    );
+    Ok((row, (optimum, x)))
 }
 
 /// Compares, for the prefix sum under one participation schema, every family optimized for
@@ -265,7 +266,7 @@ fn compare_add_remove(
             ..Default::default()
         },
     };
-    let row = optimum_row(a.as_ref(), &compile_options, progress)?;
+    let (row, (optimum, x)) = optimum_row(a.as_ref(), &compile_options, progress)?;
     clock.push(&mut rows, row);
 
     let fixed = match *participation {
@@ -307,12 +308,13 @@ fn compare_add_remove(
     }
 
     progress("banded-plus-low-rank compression");
-    let compiled = compile(
+    let compiled = compile_from_optimum(
         a.as_ref(),
         options.band,
         options.rank,
         &compile_options,
-        &mut |_| {},
+        optimum,
+        x,
     )?;
     let bytes = crate::forms::banded::encode(&compiled, workload, &BlobOptions::default())?.bytes;
     let stored = compiled.compressed.to_dense();
@@ -365,6 +367,10 @@ fn compare_add_remove(
                 participation: *participation,
                 kind,
                 bands,
+                general: crate::optimize::banded::general::GeneralOptions {
+                    seconds_budget: Some(crate::optimize::banded::general::SECONDS_BUDGET),
+                    ..Default::default()
+                },
                 ..BandMfOptions::default()
             },
             &mut |_, _| {},

@@ -32,7 +32,7 @@ use crate::optimize::banded::BandedEncoder;
 use crate::optimize::banded::general::frobenius::{Workspace, frobenius};
 use crate::optimize::banded::general::operator::{BandRows, Operator};
 use crate::optimize::banded::general::{
-    BandedProblem, GeneralOptions, GeneralProgress, column_norms2, optimize_general,
+    BandedProblem, GeneralOptions, GeneralProgress, Stopped, column_norms2, optimize_general,
 };
 use crate::optimize::banded::toeplitz::{ToeplitzOptions, ToeplitzProblem, optimize};
 use crate::privacy::participation::Participation;
@@ -122,6 +122,8 @@ pub struct CompiledBandMf {
     pub tried: Vec<(usize, f64)>,
     /// `√L` of the banded Toeplitz encoder the general optimizer started from (general only).
     pub toeplitz_sqrt_loss: Option<f64>,
+    /// How the general optimizer ended and its iterations (general only).
+    pub general_run: Option<(Stopped, usize)>,
 }
 
 impl CompiledBandMf {
@@ -237,6 +239,7 @@ pub fn compile_bandmf(
                 per_step_variance: error.per_step_variance,
                 tried,
                 toeplitz_sqrt_loss: None,
+                general_run: None,
             })
         }
         BandMfKind::General => {
@@ -245,10 +248,10 @@ pub fn compile_bandmf(
             let start = BandRows::toeplitz(&c, steps);
             // One band under single participation: the optimum is the identity (every diagonal
             // encoder has `‖A C⁻¹‖²_F·max c_j² ≥ ‖A‖²_F`), which is the Toeplitz start: DP-SGD.
-            let encoder = if bands == 1 && participation == Participation::Single {
-                start.clone()
+            let (encoder, run) = if bands == 1 && participation == Participation::Single {
+                (start.clone(), (Stopped::Converged, 0))
             } else {
-                optimize_general(
+                let optimized = optimize_general(
                     &problem,
                     start.clone(),
                     &options.general,
@@ -262,18 +265,20 @@ pub fn compile_bandmf(
                         );
                         std::ops::ControlFlow::Continue(())
                     },
-                )?
-                .encoder
+                )?;
+                (optimized.encoder, (optimized.stopped, optimized.iterations))
             };
             let compiled = ship_general(&problem, &encoder, tried.clone(), toeplitz_sqrt_loss)?;
             // Never ship worse than the banded Toeplitz encoder the optimizer started from (the
             // optimizer compares exact losses; rounding to `f32` could still reorder them).
-            match toeplitz_sqrt_loss {
+            let mut compiled = match toeplitz_sqrt_loss {
                 Some(t) if compiled.sqrt_loss > t * (1.0 + 1e-9) => {
-                    ship_general(&problem, &start, tried, toeplitz_sqrt_loss)
+                    ship_general(&problem, &start, tried, toeplitz_sqrt_loss)?
                 }
-                _ => Ok(compiled),
-            }
+                _ => compiled,
+            };
+            compiled.general_run = Some(run);
+            Ok(compiled)
         }
     }
 }
@@ -335,6 +340,7 @@ fn ship_general(
         per_step_variance,
         tried,
         toeplitz_sqrt_loss,
+        general_run: None,
     })
 }
 

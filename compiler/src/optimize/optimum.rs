@@ -31,7 +31,8 @@ pub struct OptimumOptions {
     /// The multi-epoch optimizer (fixed epoch order, when a block holds more than one
     /// participation).
     pub multi_epoch: MultiEpochOptions,
-    /// The banded optimizer (min-separation, when a block holds more than one participation).
+    /// The banded optimizer (min-separation, when a block holds more than one participation);
+    /// by default within [`SECONDS_BUDGET`](crate::optimize::banded::general::SECONDS_BUDGET).
     pub banded: GeneralOptions,
 }
 
@@ -42,7 +43,10 @@ impl Default for OptimumOptions {
             stamps: 1,
             optimize: OptimizeOptions::default(),
             multi_epoch: MultiEpochOptions::default(),
-            banded: GeneralOptions::default(),
+            banded: GeneralOptions {
+                seconds_budget: Some(crate::optimize::banded::general::SECONDS_BUDGET),
+                ..GeneralOptions::default()
+            },
         }
     }
 }

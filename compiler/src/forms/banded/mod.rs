@@ -132,8 +132,28 @@ pub fn compile(
             "the band h must be in 1..={n}, got {band}"
         )));
     }
-    let participation = options.optimum.participation;
     let (optimum, x) = optimal_gram(a, &options.optimum, progress)?;
+    compile_from_optimum(a, band, rank, options, optimum, x)
+}
+
+/// [`compile`] from an optimum computed already (`optimal_gram(a, &options.optimum, …)`, whose
+/// Gram matrix is `x`): `mfc compare` prints the optimum's row and compresses the same one.
+pub fn compile_from_optimum(
+    a: MatRef<'_, f64>,
+    band: usize,
+    rank: usize,
+    options: &CompileOptions,
+    optimum: Optimum,
+    x: Mat<f64>,
+) -> Result<CompiledMechanism> {
+    let n = a.nrows();
+    if band == 0 || band > n || x.nrows() != n {
+        return Err(Error::InvalidArgument(format!(
+            "the band h must be in 1..={n}, got {band}; the optimum has {} steps",
+            x.nrows()
+        )));
+    }
+    let participation = options.optimum.participation;
     let dense = evaluate_gram(a, x.as_ref(), &participation)?;
     let fitted = compress(dense.decoder.as_ref(), band, rank, &options.compression)?;
     let compressed = refine_for_shipped_loss(

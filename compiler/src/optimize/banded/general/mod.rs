@@ -84,6 +84,34 @@ pub struct GeneralOptions {
     pub memory_limit: f64,
     /// Stop (keeping the best so far) after this many seconds.
     pub time_limit: Option<f64>,
+    /// Bounds [`iterations`](Self::iterations) by the estimated time: at most
+    /// `seconds / (seconds per evaluation)` iterations ([`estimate`]'s rate), and at least
+    /// [`MIN_BUDGET_ITERATIONS`]. Deterministic, unlike `time_limit`: the same request gives
+    /// the same encoder on any machine. The compile's front doors set it
+    /// ([`SECONDS_BUDGET`]).
+    pub seconds_budget: Option<f64>,
+}
+
+/// The iteration budget the compile's front doors give the general optimizer, in seconds of its
+/// estimated time on a 2-core machine ([`GeneralOptions::seconds_budget`]: an iteration count
+/// fixed before any work, so a compile is reproducible). At n = 10⁵ with 256 bands it allows
+/// 30 iterations; n ≤ 10⁴ converges first (BENCHMARKS, "General BandMF at training scale").
+pub const SECONDS_BUDGET: f64 = 240.0;
+
+/// The fewest iterations [`GeneralOptions::seconds_budget`] leaves a round.
+pub const MIN_BUDGET_ITERATIONS: usize = 30;
+
+/// Seconds per evaluation of the loss and its gradient on the repository's 2-core machine:
+/// about `1.0·10⁻⁹ s` per multiply-add of the recurrence, `3·n·p²` of them for a banded `A⁻¹`
+/// (`p` the band of `C A⁻¹`), `3·n²·b̂/2` for a dense `A` (measured with `cargo bench --bench
+/// banded_general -- eval`).
+fn seconds_per_evaluation(steps: usize, bands: usize, width: usize) -> f64 {
+    let (n, h, p) = (steps as f64, bands as f64, width as f64);
+    if width == 0 {
+        1.5e-9 * n * n * h
+    } else {
+        3.0e-9 * n * p * p
+    }
 }
 
 impl Default for GeneralOptions {
@@ -97,6 +125,7 @@ impl Default for GeneralOptions {
             history: 0,
             memory_limit: 2.5e9,
             time_limit: None,
+            seconds_budget: None,
         }
     }
 }
@@ -119,8 +148,11 @@ pub struct GeneralProgress {
 /// Why [`optimize_general`] stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stopped {
-    /// Every round reached its plateau or its iteration budget.
+    /// Every round reached its plateau (or could not descend further).
     Converged,
+    /// A round ran out of iterations ([`GeneralOptions::iterations`], or fewer under
+    /// [`GeneralOptions::seconds_budget`]) before its plateau.
+    IterationBudget,
     /// The time limit passed.
     TimeLimit,
     /// The progress callback asked to stop.
@@ -471,7 +503,7 @@ pub fn estimate(
     options: &GeneralOptions,
 ) -> (f64, f64) {
     use crate::workload::Workload;
-    let (n, h) = (steps as f64, bands as f64);
+    let n = steps as f64;
     let (width, operator_bytes) = match workload {
         Workload::PrefixSum => (bands + 1, 16.0 * n),
         Workload::Momentum { momentum, .. } => {
@@ -480,13 +512,7 @@ pub fn estimate(
         Workload::Custom { .. } => (0, 8.0 * n * n),
     };
     let (_, bytes) = plan(steps, bands, width, operator_bytes, options);
-    let p = width as f64;
-    let multiply_adds = if width == 0 {
-        1.5 * n * n * h
-    } else {
-        3.0 * n * p * p
-    };
-    (bytes, 1.0e-9 * multiply_adds)
+    (bytes, seconds_per_evaluation(steps, bands, width))
 }
 
 fn history_for(problem: &BandedProblem, options: &GeneralOptions) -> usize {
@@ -552,6 +578,15 @@ pub fn optimize_general(
     let (n, h) = (problem.steps(), problem.bands);
     let start_loss = problem.loss(&start)?;
     let history = history_for(problem, options);
+    let max_iterations = match options.seconds_budget {
+        Some(seconds) => {
+            let per_evaluation = seconds_per_evaluation(n, h, problem.width());
+            options
+                .iterations
+                .min(((seconds / per_evaluation) as usize).max(MIN_BUDGET_ITERATIONS))
+        }
+        None => options.iterations,
+    };
     let mut scratch = start.clone();
     let mut workspace = Workspace::default();
     let rounds: Vec<Formulation> = match (options.columns, windows(&problem.participation, n)) {
@@ -566,15 +601,17 @@ pub fn optimize_general(
     let mut iterations = 0usize;
     let evaluations = std::cell::Cell::new(0usize);
     let mut stopped = Stopped::Converged;
+    let mut budget_reached = false;
     let mut current: Option<BandRows> = None;
     for (round, &formulation) in rounds.iter().enumerate() {
         let mut x = parameters_of(formulation, current.as_ref().unwrap_or(&start));
         debug_assert_eq!(x.len(), n * h + formulation.extra(n));
         let mut plateau = Plateau::new(options.window, options.tolerance);
-        minimize(
+        let mut plateaued = false;
+        let (_, ran) = minimize(
             &mut x,
             history,
-            options.iterations,
+            max_iterations,
             &mut |x, gradient| {
                 evaluations.set(evaluations.get() + 1);
                 evaluate(
@@ -609,10 +646,12 @@ pub fn optimize_general(
                     return true;
                 }
                 // log F: an absolute change is a relative change of F.
-                plateau.done(value)
+                plateaued = plateau.done(value);
+                plateaued
             },
         )
         .ok_or_else(|| Error::Numerical("the starting banded encoder is degenerate".into()))?;
+        budget_reached |= stopped == Stopped::Converged && !plateaued && ran >= max_iterations;
         let encoder = current.get_or_insert_with(|| start.clone());
         encoder_of(formulation, &x, n, h, encoder).ok_or_else(|| {
             Error::Numerical("the optimized banded encoder has a zero column".into())
@@ -623,6 +662,9 @@ pub fn optimize_general(
     }
     drop(scratch);
     crate::interrupt::check()?;
+    if budget_reached && stopped == Stopped::Converged {
+        stopped = Stopped::IterationBudget;
+    }
     let (encoder, loss) = match current {
         Some(encoder) => {
             let loss = problem.loss(&encoder).unwrap_or(f64::INFINITY);
@@ -814,5 +856,47 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The seconds budget caps the iterations at `max(30, seconds / seconds per evaluation)`,
+    /// reports a cap reached as `IterationBudget`, and is deterministic: the same request gives
+    /// the same encoder; without it the same problem converges (no cap reached).
+    #[test]
+    fn the_seconds_budget_caps_iterations_deterministically() {
+        let n = 200;
+        let participation = Participation::min_separation(4, 50).unwrap();
+        let problem = BandedProblem::new(
+            Operator::new(&Workload::PrefixSum, n).unwrap(),
+            participation,
+            50,
+        )
+        .unwrap();
+        let start = BandRows::toeplitz(&crate::optimize::toeplitz::square_root_coefficients(50), n);
+        let run = |budget: Option<f64>| {
+            optimize_general(
+                &problem,
+                start.clone(),
+                &GeneralOptions {
+                    seconds_budget: budget,
+                    ..GeneralOptions::default()
+                },
+                &mut |_| ControlFlow::Continue(()),
+            )
+            .unwrap()
+        };
+        let free = run(None);
+        assert_ne!(free.stopped, Stopped::IterationBudget);
+        assert!(
+            free.iterations > MIN_BUDGET_ITERATIONS,
+            "{}",
+            free.iterations
+        );
+        // A budget of a microsecond leaves the floor of 30 iterations.
+        let capped = run(Some(1e-6));
+        assert_eq!(capped.stopped, Stopped::IterationBudget);
+        assert_eq!(capped.iterations, MIN_BUDGET_ITERATIONS);
+        assert!(capped.loss >= free.loss);
+        let again = run(Some(1e-6));
+        assert_eq!(again.encoder, capped.encoder);
     }
 }
