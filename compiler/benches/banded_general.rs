@@ -2,11 +2,12 @@
 //! issue 31) and of the BLT fit under min-separation: the acceptance table of BENCHMARKS,
 //! "General BandMF at training scale", and the single measurements it is made of.
 //!
-//! `cargo bench -p mfc-compiler --bench banded_general -- table [REPS] [--jax PYTHON]` prints
+//! `cargo bench -p mfc-compiler --bench banded_general -- table [REPS] [--jax PYTHON] [--slow]` prints
 //! the table: each setting compiled as `mfc compile --form bandmf` (general) or `--form blt`
 //! compiles it (`compile_bandmf`, `optimize_blt` with the rounding and loss of what ships), and
 //! jax_privacy on the same setting (`tools/jax_privacy_bandmf_bench.py` run by `PYTHON`,
-//! default `/work/venv-bandmf/bin/python`; skipped with `--jax none`), interleaved: repetition
+//! default `/work/venv-bandmf/bin/python`; skipped with `--jax none`; at n = 2000 and 2048 only
+//! with `--slow`, where it takes minutes), interleaved: repetition
 //! after repetition every implementation runs once per setting, and the table holds medians.
 //! Wall clock beside CPU seconds (the process's user + system time, all threads;
 //! jax_privacy's own `time.process_time`); the load average is printed before every
@@ -191,6 +192,8 @@ fn table(args: &[String]) {
         .cloned()
         .unwrap_or_else(|| "/work/venv-bandmf/bin/python".into());
     let with_jax = python != "none";
+    // jax_privacy's banded.optimize takes minutes at n = 2000 and 2048: only with --slow.
+    let slow = args.iter().any(|a| a == "--slow");
     let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
     let settings: [(usize, usize, usize, usize, &str); 3] = [
         (512, 4, 128, 128, "√L ≤ 130.38 in ≤ 4 s"),
@@ -204,7 +207,7 @@ fn table(args: &[String]) {
             Box::new(move || general(n, k, b, Bands::Fixed(bands))),
             vec![],
         )];
-        if with_jax {
+        if with_jax && (n == 512 || slow) {
             let (py, a) = (
                 python.clone(),
                 s(&[
@@ -350,7 +353,7 @@ fn main() {
             );
         }
         _ => eprintln!(
-            "usage: table [REPS] [--jax PYTHON|none] | eval N BANDS [REPS] | compile N K B [BANDS|auto] | blt N K B M"
+            "usage: table [REPS] [--jax PYTHON|none] [--slow] | eval N BANDS [REPS] | compile N K B [BANDS|auto] | blt N K B M"
         ),
     }
 }

@@ -798,7 +798,10 @@ impl Job<'_> {
                     Opt::Steps,
                     steps,
                     format!(
-                        "the general BandMF optimizer needs about {:.1} GB of memory with {b}                          bands; this machine has {:.1} GB available. {{toeplitz}} optimizes a                          banded Toeplitz encoder in O(n) memory; {{force}} runs the general one                          anyway",
+                        "the general BandMF optimizer needs about {:.1} GB of memory with {b} \
+                         bands; this machine has {:.1} GB available. {{toeplitz}} optimizes a \
+                         banded Toeplitz encoder in O(n) memory; {{force}} runs the general one \
+                         anyway",
                         bytes / 1e9,
                         available.unwrap_or(0.0) / 1e9
                     ),

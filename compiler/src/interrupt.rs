@@ -1,9 +1,12 @@
 //! Stopping a compile from outside it: a front end whose compile runs on another thread (the
-//! Python package, whose Ctrl-C only reaches Python code) calls [`interrupt`], and every
-//! optimizer loop checks [`check`] once per iteration, returning [`Error::Interrupted`] at
-//! once. The flag is process-wide, as a signal is: an interrupt stops every compile running in
-//! the process, and the front end [`clear`]s it before its next compile. The CLI needs none of
-//! this: the default action of `SIGINT` ends the process.
+//! Python package, whose Ctrl-C only reaches Python code) calls [`interrupt`]; the optimizers'
+//! iterations (L-BFGS, the fixed point, the multi-epoch Newton method, the general banded
+//! optimizer and its line search, the ALS sweeps, the BLT fits) [`check`] it and return
+//! [`Error::Interrupted`], and a pattern search stops as if its budget were spent (its value
+//! then an upper bound, never less than the maximum). The flag is process-wide, as a signal
+//! is: an interrupt stops every compile running in the process; the front end [`clear`]s it
+//! once no compile of its own is running. The CLI needs none of this: the default action of
+//! `SIGINT` ends the process.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -1,6 +1,7 @@
 //! `mfc.compile` and `mfc.Mechanism`: a compiled blob, its report and its dense matrices.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use mfc_compiler::compile::{Event, compile as run_compile};
 use mfc_compiler::report::{
@@ -275,6 +276,32 @@ fn text(value: Option<&Bound<'_, PyAny>>) -> PyResult<Option<String>> {
     value.map(|v| Ok(v.str()?.to_string())).transpose()
 }
 
+/// Compiles of this module running now (on any Python thread): the last one to end clears the
+/// process-wide interrupt flag (`mfc_compiler::interrupt`).
+static ACTIVE_COMPILES: AtomicUsize = AtomicUsize::new(0);
+
+/// One running compile in [`ACTIVE_COMPILES`]: the interrupt flag is process-wide, so a flag
+/// left by an earlier interrupted compile is cleared when the first of a batch starts and when
+/// the last ends (a panic included), never under another compile still running.
+struct Running;
+
+impl Running {
+    fn enter() -> Self {
+        if ACTIVE_COMPILES.fetch_add(1, Ordering::SeqCst) == 0 {
+            mfc_compiler::interrupt::clear();
+        }
+        Running
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if ACTIVE_COMPILES.fetch_sub(1, Ordering::SeqCst) == 1 {
+            mfc_compiler::interrupt::clear();
+        }
+    }
+}
+
 /// Optimizes, compresses and calibrates a mechanism, `mfc compile` with its options as keyword
 /// arguments (`--min-sep` is `min_sep`; `workload` may also be the `n × n` lower-triangular
 /// float64 matrix `A` itself). The options of a form (`band`, `rank`, `refine`, `gap`,
@@ -424,12 +451,13 @@ pub fn compile(
             ))
             .into());
         }
-        _ => Some(
-            py.import("sys")?
-                .getattr("stderr")?
-                .getattr("write")?
-                .unbind(),
-        ),
+        // `sys.stderr` may be None (pythonw): then there is nowhere to write.
+        _ => py
+            .import("sys")?
+            .getattr("stderr")?
+            .getattr("write")
+            .ok()
+            .map(Bound::unbind),
     };
     let is_stderr = !progress.as_ref().is_some_and(|p| p.is_callable());
     // The compile runs on a worker thread; this one looks for Python's Ctrl-C every 50 ms (a
@@ -437,7 +465,7 @@ pub fn compile(
     // the latest progress line on.
     let latest: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
     let (compiled, warnings, interrupted) = py.detach(|| {
-        mfc_compiler::interrupt::clear();
+        let _running = Running::enter();
         std::thread::scope(|scope| {
             let worker = scope.spawn(|| {
                 let mut warnings = Vec::new();
@@ -453,10 +481,18 @@ pub fn compile(
             });
             let started = std::time::Instant::now();
             let mut shown = started;
+            let mut polled = started;
             let mut interrupted = None;
             while !worker.is_finished() {
-                std::thread::sleep(std::time::Duration::from_millis(50));
+                // A short compile returns within 5 ms; signals and progress every 50 ms.
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                if polled.elapsed() < std::time::Duration::from_millis(50) {
+                    continue;
+                }
+                polled = std::time::Instant::now();
                 if interrupted.is_some() {
+                    // Another compile's end may have cleared the flag: keep it set.
+                    mfc_compiler::interrupt::interrupt();
                     continue;
                 }
                 let due = !is_stderr
@@ -494,7 +530,6 @@ pub fn compile(
             (compiled, warnings, interrupted)
         })
     });
-    mfc_compiler::interrupt::clear();
     if let Some(e) = interrupted {
         return Err(e);
     }

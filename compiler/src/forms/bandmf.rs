@@ -122,7 +122,8 @@ pub struct CompiledBandMf {
     pub tried: Vec<(usize, f64)>,
     /// `√L` of the banded Toeplitz encoder the general optimizer started from (general only).
     pub toeplitz_sqrt_loss: Option<f64>,
-    /// How the general optimizer ended and its iterations (general only).
+    /// How the general optimizer ended and its iterations (general, when its result shipped
+    /// rather than the Toeplitz start).
     pub general_run: Option<(Stopped, usize)>,
 }
 
@@ -137,19 +138,12 @@ impl CompiledBandMf {
         let (n, h) = (self.steps, self.bands);
         match self.kind {
             BandMfKind::Toeplitz => BandedEncoder::toeplitz(&self.coefficients, n),
-            BandMfKind::General => {
-                let mut columns = vec![0.0; n * h];
-                for i in 0..n {
-                    for l in 0..h.min(i + 1) {
-                        columns[(i - l) * h + l] = self.coefficients[i * h + l];
-                    }
-                }
-                BandedEncoder {
-                    steps: n,
-                    bands: h,
-                    columns,
-                }
+            BandMfKind::General => BandRows {
+                steps: n,
+                width: h,
+                rows: self.coefficients.clone(),
             }
+            .to_encoder(),
         }
     }
 }
@@ -271,14 +265,15 @@ pub fn compile_bandmf(
             let compiled = ship_general(&problem, &encoder, tried.clone(), toeplitz_sqrt_loss)?;
             // Never ship worse than the banded Toeplitz encoder the optimizer started from (the
             // optimizer compares exact losses; rounding to `f32` could still reorder them).
-            let mut compiled = match toeplitz_sqrt_loss {
+            match toeplitz_sqrt_loss {
                 Some(t) if compiled.sqrt_loss > t * (1.0 + 1e-9) => {
-                    ship_general(&problem, &start, tried, toeplitz_sqrt_loss)?
+                    ship_general(&problem, &start, tried, toeplitz_sqrt_loss)
                 }
-                _ => compiled,
-            };
-            compiled.general_run = Some(run);
-            Ok(compiled)
+                _ => Ok(CompiledBandMf {
+                    general_run: Some(run),
+                    ..compiled
+                }),
+            }
         }
     }
 }
@@ -301,13 +296,23 @@ fn ship_general(
             "the banded encoder has sensitivity {scale}"
         )));
     }
+    // Entries outside the matrix (`l > i`) are stored as `+0.0`, as the format requires.
     let stored = BandRows {
-        rows: encoder.rows.iter().map(|x| round(x / scale)).collect(),
+        rows: (0..n * h)
+            .map(|q| {
+                let (i, l) = (q / h, q % h);
+                if l > i {
+                    0.0
+                } else {
+                    round(encoder.rows[q] / scale)
+                }
+            })
+            .collect(),
         ..encoder.clone()
     };
-    if (0..n).any(|i| stored.rows[i * h] == 0.0) {
+    if (0..n).any(|i| !stored.rows[i * h].is_normal()) {
         return Err(Error::Numerical(
-            "a diagonal entry of the banded encoder rounds to zero".into(),
+            "a diagonal entry of the banded encoder rounds to zero or a subnormal".into(),
         ));
     }
     let sensitivity = participation

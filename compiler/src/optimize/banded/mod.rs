@@ -18,7 +18,6 @@ pub mod toeplitz;
 use faer::{Mat, MatRef};
 use rayon::prelude::*;
 
-use crate::privacy::participation::Participation;
 use crate::{Error, Result};
 
 /// A lower-triangular banded encoder: `n` steps, `bands` diagonals.
@@ -66,23 +65,6 @@ impl BandedEncoder {
         })
     }
 
-    /// `ν_j = ‖c_j‖²` for every column.
-    pub fn column_norms2(&self) -> Vec<f64> {
-        (0..self.steps)
-            .map(|j| (0..self.bands).map(|t| self.entry(j, t).powi(2)).sum())
-            .collect()
-    }
-
-    /// The exact sensitivity under `participation`, which must keep the columns of one pattern
-    /// orthogonal (`b̂ ≤ b`; any `b̂` for single participation).
-    pub fn sensitivity(&self, participation: &Participation) -> Result<f64> {
-        check_orthogonal(self.bands, participation)?;
-        Ok(participation
-            .max_pattern_sum(&self.column_norms2())
-            .0
-            .sqrt())
-    }
-
     /// The decoder `B = A C⁻¹` (`n × n`, lower triangular when `A` is): row `i` solves
     /// `b C = a_i` by back substitution, `O(n²·b̂)` in all, rows in parallel.
     pub fn decoder(&self, a: MatRef<'_, f64>) -> Result<Mat<f64>> {
@@ -125,26 +107,6 @@ impl BandedEncoder {
             Err(Error::Numerical("the decoder A C⁻¹ is not finite".into()))
         }
     }
-}
-
-/// Refuses a schema under which one record's columns of a `bands`-banded encoder could overlap.
-pub(crate) fn check_orthogonal(bands: usize, participation: &Participation) -> Result<()> {
-    match participation.separation() {
-        Some(b) if bands > b => Err(Error::InvalidArgument(format!(
-            "a banded encoder with {bands} bands needs a separation b ≥ {bands} (got b = {b}): the columns of one record's steps must not overlap"
-        ))),
-        _ => Ok(()),
-    }
-}
-
-/// The loss `‖A C⁻¹‖_F²·sens(C)²` of a banded encoder (exact sensitivity).
-pub fn loss(
-    a: MatRef<'_, f64>,
-    encoder: &BandedEncoder,
-    participation: &Participation,
-) -> Result<f64> {
-    let s = encoder.sensitivity(participation)?;
-    Ok(encoder.decoder(a)?.squared_norm_l2() * s * s)
 }
 
 /// `‖A C⁻¹‖_F²` and its gradient with respect to the band (layout of

@@ -23,7 +23,7 @@
 //! what ships: parameters rounded to `f32`, the encoder stable ([`Blt::is_stable`]), the loss
 //! recomputed by [`Blt::error`].
 
-use super::{Blt, fit_omega, idle_buffer_starts};
+use super::{Blt, fit_omega, idle_buffer_starts, shipped_score};
 use crate::optimize::lbfgs::{Plateau, Point, minimize};
 #[cfg(test)]
 use crate::optimize::toeplitz::toeplitz_sensitivity;
@@ -226,25 +226,9 @@ fn evaluate(x: &[f64], n: usize, participation: &Participation) -> Option<Evalua
         .then_some(Evaluation { value, gradient })
 }
 
-fn parameters(blt: &Blt) -> Vec<f64> {
-    blt.theta
-        .iter()
-        .map(|t| (t / (1.0 - t)).ln())
-        .chain(blt.omega.iter().copied())
-        .collect()
-}
-
-fn from_parameters(x: &[f64]) -> Blt {
-    let m = x.len() / 2;
-    Blt {
-        theta: x[..m].iter().map(|a| 1.0 / (1.0 + (-a).exp())).collect(),
-        omega: x[m..].to_vec(),
-    }
-}
-
 /// L-BFGS on `log L` from `start`; `None` if the start has no finite loss.
 fn descend(start: &Blt, n: usize, participation: &Participation) -> Option<Blt> {
-    let x0 = parameters(start);
+    let x0 = start.parameters();
     let first = evaluate(&x0, n, participation)?;
     let mut plateau = Plateau::new(10, 1e-9);
     let (x, _, _) = minimize(
@@ -256,17 +240,7 @@ fn descend(start: &Blt, n: usize, participation: &Participation) -> Option<Blt> 
         &mut |_, _, p| Ok(plateau.done(p.value)),
     )
     .ok()?;
-    Some(from_parameters(&x))
-}
-
-/// `ln L` of what ships: `blt` rounded to `f32`, infinite when unstable.
-fn shipped_score(blt: &Blt, n: usize, participation: &Participation) -> f64 {
-    let rounded = blt.rounded_to_f32();
-    if rounded.theta.iter().any(|t| !(*t > 0.0 && *t < 1.0)) || !rounded.is_stable() {
-        return f64::INFINITY;
-    }
-    let loss = rounded.error(n, participation).loss.ln();
-    if loss.is_nan() { f64::INFINITY } else { loss }
+    Some(Blt::from_parameters(&x))
 }
 
 /// Cold starts for `m` buffers: decays with `1 − θ` log-spread from `slowest/n` to `0.5`, `ω`
@@ -305,6 +279,7 @@ pub(super) fn optimize_blt_family(
 ) -> Result<Vec<Blt>> {
     let mut family: Vec<Blt> = Vec::with_capacity(max_buffers);
     for m in 1..=max_buffers {
+        crate::interrupt::check()?;
         let warm = family.last().map_or_else(Vec::new, idle_buffer_starts);
         let mut best: Option<(f64, Blt)> = warm
             .first()
@@ -318,6 +293,8 @@ pub(super) fn optimize_blt_family(
                 best = Some((score, fit));
             }
         }
+        // A fit stopped by an interrupt fails like a diverging one: say which it was.
+        crate::interrupt::check()?;
         let (_, blt) = best
             .ok_or_else(|| Error::Numerical(format!("no stable BLT with {m} buffers converged")))?;
         family.push(blt.rounded_to_f32());
@@ -357,7 +334,7 @@ mod tests {
                 Participation::fixed_epoch_order(5, 100).unwrap(),
                 Participation::min_separation(2, 700).unwrap(),
             ] {
-                let x = parameters(&blt);
+                let x = blt.parameters();
                 let e = evaluate(&x, n, &participation).unwrap();
                 let reference = blt.error(n, &participation).loss.ln();
                 assert!(

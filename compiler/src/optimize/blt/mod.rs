@@ -300,6 +300,7 @@ pub fn optimize_blt_family(
     }
     let mut family: Vec<Blt> = Vec::with_capacity(max_buffers);
     for m in 1..=max_buffers {
+        crate::interrupt::check()?;
         let warm: Vec<Blt> = family.last().map_or_else(Vec::new, idle_buffer_starts);
         // `warm[0]` is the previous (rounded, stable) fit padded with an idle buffer: the same
         // mechanism, so never do worse.
@@ -315,6 +316,8 @@ pub fn optimize_blt_family(
             (Err(_), Some(padded)) => padded.rounded_to_f32(),
             (Err(e), None) => return Err(e),
         };
+        // A fit stopped by an interrupt fails (or ends early) like any other: say which it was.
+        crate::interrupt::check()?;
         family.push(best);
         fitted(m);
     }
@@ -343,7 +346,7 @@ pub(super) fn idle_buffer_starts(previous: &Blt) -> Vec<Blt> {
 
 /// `ln L` of what ships for `blt`: its parameters rounded to `f32`, over `n` steps under
 /// `participation`; infinite when the rounded encoder does not decay ([`Blt::is_stable`]).
-fn shipped_score(blt: &Blt, n: usize, participation: &Participation) -> f64 {
+pub(super) fn shipped_score(blt: &Blt, n: usize, participation: &Participation) -> f64 {
     let rounded = blt.rounded_to_f32();
     if !rounded.is_stable() {
         return f64::INFINITY;

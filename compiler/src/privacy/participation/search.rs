@@ -115,7 +115,9 @@ impl State<'_> {
             if bound <= self.best {
                 break;
             }
-            if self.work > self.budget {
+            // An interrupt (`crate::interrupt`) ends the search as a spent budget does: what
+            // it returns is then an upper bound, never less than the maximum.
+            if self.work > self.budget || crate::interrupt::check().is_err() {
                 self.open = self.open.max(bound);
                 continue;
             }

@@ -58,7 +58,9 @@ use operator::{BandRows, Operator};
 /// How the sensitivity enters the objective (module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Columns {
-    /// Column norms free, the sensitivity a smoothed maximum over patterns.
+    /// Column norms free: the sensitivity in its exact dual form under single participation
+    /// and min-separation, a smoothed maximum over patterns under fixed epoch order (module
+    /// docs).
     Free,
     /// Every column of norm 1 (jax_privacy's column normalization).
     Normalized,
@@ -69,8 +71,8 @@ pub enum Columns {
 pub struct GeneralOptions {
     /// Free or normalized column norms.
     pub columns: Columns,
-    /// [`Columns::Free`]: temperatures of the smoothed maximum (on norms scaled to mean 1), one
-    /// round each. [`Columns::Normalized`] runs one round.
+    /// [`Columns::Free`] under fixed epoch order: temperatures of the smoothed maximum (on norms
+    /// scaled to mean 1), one round each. The other formulations run one round.
     pub temperatures: Vec<f64>,
     /// Most L-BFGS iterations per round.
     pub iterations: usize,
@@ -82,11 +84,9 @@ pub struct GeneralOptions {
     pub history: usize,
     /// Bytes the optimizer may hold (the band of `K`, the L-BFGS vectors).
     pub memory_limit: f64,
-    /// Stop (keeping the best so far) after this many seconds.
-    pub time_limit: Option<f64>,
     /// Bounds [`iterations`](Self::iterations) by the estimated time: at most
     /// `seconds / (seconds per evaluation)` iterations ([`estimate`]'s rate), and at least
-    /// [`MIN_BUDGET_ITERATIONS`]. Deterministic, unlike `time_limit`: the same request gives
+    /// [`MIN_BUDGET_ITERATIONS`]. Deterministic, unlike a clock: the same request gives
     /// the same encoder on any machine. The compile's front doors set it
     /// ([`SECONDS_BUDGET`]).
     pub seconds_budget: Option<f64>,
@@ -124,7 +124,6 @@ impl Default for GeneralOptions {
             tolerance: 1e-5,
             history: 0,
             memory_limit: 2.5e9,
-            time_limit: None,
             seconds_budget: None,
         }
     }
@@ -139,7 +138,8 @@ pub struct GeneralProgress {
     pub iteration: usize,
     /// Evaluations of the loss and its gradient so far.
     pub evaluations: usize,
-    /// The objective `F` (an upper bound on the loss `L` of the current encoder).
+    /// The objective `F`: with free columns an upper bound on the loss `L` of the current
+    /// encoder; with normalized columns `‖A C⁻¹‖_F²` (the sensitivity a constant factor).
     pub objective: f64,
     /// Seconds since the start.
     pub seconds: f64,
@@ -153,8 +153,6 @@ pub enum Stopped {
     /// A round ran out of iterations ([`GeneralOptions::iterations`], or fewer under
     /// [`GeneralOptions::seconds_budget`]) before its plateau.
     IterationBudget,
-    /// The time limit passed.
-    TimeLimit,
     /// The progress callback asked to stop.
     Interrupted,
 }
@@ -509,7 +507,9 @@ pub fn estimate(
         Workload::Momentum { momentum, .. } => {
             (bands + if *momentum == 0.0 { 1 } else { 2 }, 24.0 * n)
         }
-        Workload::Custom { .. } => (0, 8.0 * n * n),
+        // The matrix in the operator and in the Toeplitz start, whose dense loss also holds the
+        // decoder, its adjoint and their row buffers: five n × n matrices in all.
+        Workload::Custom { .. } => (0, 5.0 * 8.0 * n * n),
     };
     let (_, bytes) = plan(steps, bands, width, operator_bytes, options);
     (bytes, seconds_per_evaluation(steps, bands, width))
@@ -581,9 +581,14 @@ pub fn optimize_general(
     let max_iterations = match options.seconds_budget {
         Some(seconds) => {
             let per_evaluation = seconds_per_evaluation(n, h, problem.width());
-            options
-                .iterations
-                .min(((seconds / per_evaluation) as usize).max(MIN_BUDGET_ITERATIONS))
+            // Shared by the rounds (fixed epoch order's temperatures).
+            let rounds = match (options.columns, windows(&problem.participation, n)) {
+                (Columns::Free, None) => options.temperatures.len().max(1),
+                _ => 1,
+            };
+            options.iterations.min(
+                ((seconds / per_evaluation / rounds as f64) as usize).max(MIN_BUDGET_ITERATIONS),
+            )
         }
         None => options.iterations,
     };
@@ -613,6 +618,9 @@ pub fn optimize_general(
             history,
             max_iterations,
             &mut |x, gradient| {
+                // An interrupt fails the evaluation: the line search gives up at once and the
+                // next iteration's check stops the run.
+                crate::interrupt::check().ok()?;
                 evaluations.set(evaluations.get() + 1);
                 evaluate(
                     problem,
@@ -641,16 +649,16 @@ pub fn optimize_general(
                     stopped = Stopped::Interrupted;
                     return true;
                 }
-                if options.time_limit.is_some_and(|limit| seconds >= limit) {
-                    stopped = Stopped::TimeLimit;
-                    return true;
-                }
                 // log F: an absolute change is a relative change of F.
                 plateaued = plateau.done(value);
                 plateaued
             },
         )
-        .ok_or_else(|| Error::Numerical("the starting banded encoder is degenerate".into()))?;
+        .ok_or_else(|| {
+            crate::interrupt::check().err().unwrap_or_else(|| {
+                Error::Numerical("the starting banded encoder is degenerate".into())
+            })
+        })?;
         budget_reached |= stopped == Stopped::Converged && !plateaued && ran >= max_iterations;
         let encoder = current.get_or_insert_with(|| start.clone());
         encoder_of(formulation, &x, n, h, encoder).ok_or_else(|| {
@@ -735,10 +743,18 @@ pub fn optimize_min_separation(
             })
         },
     )?;
-    let scale = problem.sensitivity_squared(&optimized.encoder)?.sqrt();
-    let c = optimized.encoder.to_dense();
-    let c = Mat::from_fn(n, n, |i, j| c[(i, j)] / scale);
-    let x = c.transpose() * &c;
+    let scale2 = problem.sensitivity_squared(&optimized.encoder)?;
+    // X = CᵀC from the band, O(n·b̂²): X[i, j] = Σ_l C[l, i]·C[l, j].
+    let c = &optimized.encoder;
+    let mut x = Mat::<f64>::zeros(n, n);
+    for l in 0..n {
+        let row = c.row(l);
+        for t in 0..bands.min(l + 1) {
+            for u in 0..bands.min(l + 1) {
+                x[(l - t, l - u)] += row[t] * row[u] / scale2;
+            }
+        }
+    }
     Ok(Optimum {
         v: (0..n).map(|i| x[(i, i)]).collect(),
         x,

@@ -82,18 +82,6 @@ impl BandRows {
         }
     }
 
-    /// A [`BandedEncoder`](crate::optimize::banded::BandedEncoder) in this row layout.
-    pub fn from_encoder(encoder: &crate::optimize::banded::BandedEncoder) -> Self {
-        let (n, h) = (encoder.steps, encoder.bands);
-        let mut out = Self::zeros(n, h);
-        for i in 0..n {
-            for l in 0..h.min(i + 1) {
-                out.rows[i * h + l] = encoder.entry(i - l, l);
-            }
-        }
-        out
-    }
-
     /// The dense `n × n` matrix (tests and small references).
     pub fn to_dense(&self) -> Mat<f64> {
         Mat::from_fn(self.steps, self.steps, |i, j| {
@@ -155,6 +143,17 @@ impl Operator {
                 a.ncols()
             )));
         }
+        // Only a finite lower-triangular matrix has its inverse looked for; anything else is
+        // kept as it is (and refused where a workload is checked).
+        let lower_and_finite = (0..n).all(|j| {
+            (0..n).all(|i| {
+                let v = a[(i, j)];
+                v.is_finite() && (i >= j || v == 0.0)
+            })
+        });
+        if !lower_and_finite {
+            return Ok(Self::Dense(a.to_owned()));
+        }
         let width = MAX_INVERSE_WIDTH.min(n);
         let mut inverse = BandRows::zeros(n, width);
         for k in 0..n {
@@ -180,7 +179,7 @@ impl Operator {
                     residual += product;
                     magnitude += product.abs();
                 }
-                if residual.abs() > 1e-12 * magnitude {
+                if !(residual.abs() <= 1e-12 * magnitude) {
                     return Ok(Self::Dense(a.to_owned()));
                 }
             }
