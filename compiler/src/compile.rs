@@ -809,9 +809,8 @@ impl Job<'_> {
                 .into());
             }
             // 60 to 150 evaluations converge at n ≤ 10⁴; the budget caps them above.
-            let evaluations = ((SECONDS_BUDGET / seconds) as usize)
-                .max(MIN_BUDGET_ITERATIONS)
-                .min(150) as f64;
+            let evaluations =
+                ((SECONDS_BUDGET / seconds) as usize).clamp(MIN_BUDGET_ITERATIONS, 150) as f64;
             if seconds * evaluations >= 10.0 {
                 on_event(Event::Warning(format!(
                     "n = {steps}, {b} bands: the general BandMF optimizer takes about {:.0} s on a \

@@ -179,7 +179,7 @@ impl Operator {
                     residual += product;
                     magnitude += product.abs();
                 }
-                if !(residual.abs() <= 1e-12 * magnitude) {
+                if residual.is_nan() || residual.abs() > 1e-12 * magnitude {
                     return Ok(Self::Dense(a.to_owned()));
                 }
             }
