@@ -724,14 +724,16 @@ fn compile_bandmf_forms_and_inspect_them() {
         err.contains("--bands 4: applies to --form bandmf only; the form is `banded`"),
         "{err}"
     );
-    // The general encoder's n × n matrices at a million steps do not fit: refused, naming the
-    // way out.
+    // The general optimizer's memory is linear in n, but at a billion steps it does not fit:
+    // refused before any work, with the estimate, naming the way out.
     let err = assert_refused(&args(
-        "compile --form bandmf --bands 4 --steps 1000000 --out {}",
+        "compile --form bandmf --bands 4 --steps 1000000000 --out {}",
         &[&general],
     ));
     assert!(
-        err.contains("--steps 1000000") && err.contains("--toeplitz"),
+        err.contains("--steps 1000000000")
+            && err.contains("GB of memory")
+            && err.contains("--toeplitz"),
         "{err}"
     );
     // A banded Toeplitz encoder for a scheduled workload is O(n²) per evaluation: refused at

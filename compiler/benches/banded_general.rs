@@ -27,6 +27,7 @@ use std::time::Instant;
 use mfc_compiler::forms::bandmf::{BandMfKind, BandMfOptions, Bands, compile_bandmf};
 use mfc_compiler::optimize::banded::general::frobenius::{Workspace, frobenius};
 use mfc_compiler::optimize::banded::general::operator::{BandRows, Operator};
+use mfc_compiler::optimize::banded::general::{GeneralOptions, SECONDS_BUDGET};
 use mfc_compiler::optimize::blt::optimize_blt;
 use mfc_compiler::privacy::participation::Participation;
 use mfc_compiler::workload::Workload;
@@ -90,7 +91,7 @@ fn min_separation(k: usize, b: usize) -> Participation {
 }
 
 /// The general BandMF compile (prefix sum, min-separation `(k, b)`), as `mfc compile --form
-/// bandmf --bands …` runs it.
+/// bandmf --bands …` runs it (with its iteration budget).
 fn general(n: usize, k: usize, b: usize, bands: Bands) -> Measure {
     timed(|| {
         let mut last = Instant::now();
@@ -101,6 +102,11 @@ fn general(n: usize, k: usize, b: usize, bands: Bands) -> Measure {
                 participation: min_separation(k, b),
                 kind: BandMfKind::General,
                 bands,
+                // The iteration budget `mfc compile` gives it.
+                general: GeneralOptions {
+                    seconds_budget: Some(SECONDS_BUDGET),
+                    ..GeneralOptions::default()
+                },
                 ..BandMfOptions::default()
             },
             &mut |what, loss| {

@@ -799,25 +799,38 @@ impl Job<'_> {
                     steps,
                     format!(
                         "the general BandMF optimizer needs about {:.1} GB of memory with {b} \
-                         bands; this machine has {:.1} GB available. {{toeplitz}} optimizes a \
-                         banded Toeplitz encoder in O(n) memory; {{force}} runs the general one \
-                         anyway",
+                         bands; this machine has {:.1} GB available. {}{{force}} runs the \
+                         general one anyway",
                         bytes / 1e9,
-                        available.unwrap_or(0.0) / 1e9
+                        available.unwrap_or(0.0) / 1e9,
+                        if matches!(workload, Workload::Custom { .. }) {
+                            "A custom workload is held as its n × n matrix; "
+                        } else {
+                            "{toeplitz} optimizes a banded Toeplitz encoder in O(n) memory; "
+                        }
                     ),
                 )
                 .into());
             }
-            // 60 to 150 evaluations converge at n ≤ 10⁴; the budget caps them above.
-            let evaluations =
+            // 60 to 150 iterations converge at n ≤ 10⁴; the budget caps them above.
+            let iterations =
                 ((SECONDS_BUDGET / seconds) as usize).clamp(MIN_BUDGET_ITERATIONS, 150) as f64;
-            if seconds * evaluations >= 10.0 {
+            if seconds * iterations >= 10.0 {
+                let total = seconds * iterations;
+                let time = if total < 120.0 {
+                    format!("{total:.0} s")
+                } else {
+                    format!("{:.1} min", total / 60.0)
+                };
                 on_event(Event::Warning(format!(
-                    "n = {steps}, {b} bands: the general BandMF optimizer takes about {:.0} s on a \
-                     2-core machine ({:.2} s per evaluation, at most {evaluations:.0} \
-                     evaluations) and {:.0} MB of memory",
-                    seconds * evaluations,
-                    seconds,
+                    "n = {steps}, {}{b} bands: the general BandMF optimizer takes up to about \
+                     {time} on a 2-core machine (at most {iterations:.0} iterations of about \
+                     {seconds:.2} s) and {:.0} MB of memory",
+                    if matches!(bands, Bands::Auto { .. }) {
+                        "at most "
+                    } else {
+                        ""
+                    },
                     bytes / 1e6
                 )));
             }
@@ -876,8 +889,14 @@ impl Job<'_> {
             ..BandMfOptions::default()
         };
         let mut compiled = compile_bandmf(workload, steps, &options, &mut |what, loss| {
+            // The general optimizer reports its objective F, an upper bound on L.
+            let value = if what.starts_with("general") {
+                "bound sqrt(F)"
+            } else {
+                "sqrt(L)"
+            };
             on_event(Event::Progress(format!(
-                "n = {steps}: {what}, sqrt(L) = {:.4}",
+                "n = {steps}: {what}, {value} = {:.4}",
                 loss.sqrt()
             )));
         })?;
@@ -938,10 +957,19 @@ impl Job<'_> {
                 factor * t,
                 match compiled.general_run {
                     Some((Stopped::IterationBudget, iterations)) => format!(
-                        "; the optimizer stopped at its budget of {iterations} iterations, about \
-                         {SECONDS_BUDGET:.0} s estimated on a 2-core machine"
+                        "; the optimizer stopped at its budget of {iterations} iterations \
+                         ({SECONDS_BUDGET:.0} s of estimated time on a 2-core machine)"
                     ),
-                    _ => String::new(),
+                    Some((Stopped::Converged, iterations)) => {
+                        format!("; the optimizer converged after {iterations} iterations")
+                    }
+                    Some((Stopped::Interrupted, iterations)) => {
+                        format!("; the optimizer was interrupted after {iterations} iterations")
+                    }
+                    None if kind == BandMfKind::General => {
+                        "; the Toeplitz start shipped: the optimizer found nothing better".into()
+                    }
+                    None => String::new(),
                 }
             ),
             None => String::new(),

@@ -310,8 +310,9 @@ impl Drop for Running {
 /// under cyclic Poisson sampling, `σ` by the accountant, the scheme recorded). A refusal is a `CompileError` naming the keyword, the value and what is allowed.
 /// Releases the GIL while it runs, and stops within an optimizer iteration on Ctrl-C
 /// (`KeyboardInterrupt`); the estimated memory and time of a long compile arrive as a
-/// `UserWarning`. `progress`: by default a compile longer than a second writes a progress line
-/// to `sys.stderr` once a second, as the CLI does; `False` silences it; a callable receives
+/// `UserWarning` as soon as the compile gives them (before its work). `force` runs a compile
+/// refused for its estimated memory. `progress`: by default a compile longer than a second
+/// writes a progress line to `sys.stderr` once a second; `False` silences it; a callable receives
 /// the latest line (`str`) instead, at most every 50 ms, and an exception it raises stops the
 /// compile.
 #[pyfunction]
@@ -464,20 +465,29 @@ pub fn compile(
     // signal reaches only Python code), stopping the compile at its next iteration, and passes
     // the latest progress line on.
     let latest: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+    // Warnings (a long compile's estimate, given before any work) are raised as they come.
+    let pending: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let warn = |py: Python<'_>, line: String| -> PyResult<()> {
+        let category = py.get_type::<PyUserWarning>();
+        let message = std::ffi::CString::new(line).unwrap_or_default();
+        PyErr::warn(py, &category, &message, 1)
+    };
     let (compiled, warnings, interrupted) = py.detach(|| {
         let _running = Running::enter();
         std::thread::scope(|scope| {
             let worker = scope.spawn(|| {
-                let mut warnings = Vec::new();
-                let compiled = run_compile(&request, &mut |event| match event {
-                    Event::Warning(line) => warnings.push(line),
+                run_compile(&request, &mut |event| match event {
+                    Event::Warning(line) => {
+                        if let Ok(mut lines) = pending.lock() {
+                            lines.push(line);
+                        }
+                    }
                     Event::Progress(line) => {
                         if let Ok(mut slot) = latest.lock() {
                             *slot = Some(line);
                         }
                     }
-                });
-                (compiled, warnings)
+                })
             });
             let started = std::time::Instant::now();
             let mut shown = started;
@@ -503,7 +513,14 @@ pub fn compile(
                 } else {
                     None
                 };
+                let warnings: Vec<String> = pending
+                    .lock()
+                    .map(|mut lines| lines.drain(..).collect())
+                    .unwrap_or_default();
                 let checked = Python::attach(|py| -> PyResult<()> {
+                    for line in warnings {
+                        warn(py, line)?;
+                    }
                     py.check_signals()?;
                     if let (Some(line), Some(sink)) = (line, &report_progress) {
                         let text = if is_stderr {
@@ -524,9 +541,13 @@ pub fn compile(
                     interrupted = Some(e);
                 }
             }
-            let (compiled, warnings) = worker
+            let compiled = worker
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            let warnings: Vec<String> = pending
+                .lock()
+                .map(|mut lines| lines.drain(..).collect())
+                .unwrap_or_default();
             (compiled, warnings, interrupted)
         })
     });
@@ -534,9 +555,7 @@ pub fn compile(
         return Err(e);
     }
     for line in warnings {
-        let category = py.get_type::<PyUserWarning>();
-        let message = std::ffi::CString::new(line).unwrap_or_default();
-        PyErr::warn(py, &category, &message, 1)?;
+        warn(py, line)?;
     }
     let compiled = compiled.map_err(refusal)?;
     let report = compiled.json(None);

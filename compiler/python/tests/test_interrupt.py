@@ -82,3 +82,38 @@ def test_progress_reaches_a_callable_and_can_be_silenced(capsys):
         assert "progress" in str(e)
     else:
         raise AssertionError("progress='yes' was accepted")
+
+
+def test_the_estimate_warning_arrives_before_the_work():
+    """A long compile's estimate is a `UserWarning` raised while the compile runs (before its
+    first progress line), not after it returns; an exception raised by the progress callback
+    stops the compile and is what `compile` raises."""
+    import warnings
+
+    class Enough(Exception):
+        pass
+
+    seen = []
+
+    def progress(line):
+        seen.append(len(caught))
+        raise Enough(line)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            mfc.compile(
+                steps=8000,
+                form="bandmf",
+                bands=400,
+                epochs=10,
+                min_sep=800,
+                noise_multiplier=1.0,
+                progress=progress,
+            )
+        except Enough:
+            pass
+        else:
+            raise AssertionError("the progress callback's exception did not stop the compile")
+    assert seen and seen[0] >= 1, "no warning before the first progress line"
+    assert "general BandMF optimizer takes up to about" in str(caught[0].message)

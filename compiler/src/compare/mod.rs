@@ -207,8 +207,10 @@ fn optimum_row(
     let norms: Vec<f64> = (0..n)
         .map(|i| dense.decoder.row(i).squared_norm_l2())
         .collect();
+    // Under min-separation the optimum is a BandMF encoder with b̂ = b bands: the device keeps
+    // b̂ rows of w and the running sum (b̂ + 2 floats, as the BandMF rows and `mfc compile`).
     let ram = match participation {
-        Participation::MinSeparation { min_separation, .. } => (*min_separation).min(n) + 1,
+        Participation::MinSeparation { min_separation, .. } => (*min_separation).min(n) + 2,
         _ => n,
     };
     let row = shipped_row(

@@ -182,10 +182,11 @@ def compile(
     and with ``bands="auto"`` and (epsilon, delta) choose the bands minimizing the expected error.
     A refusal (``CompileError``) names the keyword, the value and what is allowed
     (``min_sep=0: expected an integer in 1..=4294967295``). ``force`` runs a compile refused for
-    its estimated memory. ``progress``: by default a compile longer than a second writes a
-    progress line to ``sys.stderr`` once a second (as the CLI does); ``False`` silences it; a
-    callable receives the latest line (a ``str``) at most every 50 ms instead. Ctrl-C stops the
-    compile within an optimizer iteration (``KeyboardInterrupt``)."""
+    its estimated memory; that estimate, and the time of a long compile, arrive as a
+    ``UserWarning`` before the work. ``progress``: by default a compile longer than a second
+    writes a progress line to ``sys.stderr`` once a second; ``False`` silences it; a callable
+    receives the latest line (a ``str``) at most every 50 ms instead. Ctrl-C stops the compile
+    within an optimizer iteration (``KeyboardInterrupt``)."""
 
 def calibrate(
     *,

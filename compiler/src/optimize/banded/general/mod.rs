@@ -76,7 +76,8 @@ pub struct GeneralOptions {
     pub temperatures: Vec<f64>,
     /// Most L-BFGS iterations per round.
     pub iterations: usize,
-    /// A round stops when `log F` improved by at most `tolerance` over `window` iterations.
+    /// A round stops when `log F` improved by at most `tolerance·|log F|` over `window`
+    /// iterations (`Plateau`: with `10⁻⁵`, a relative change of `F` of about `10⁻⁴` at `F ≈ 10⁴`).
     pub window: usize,
     /// See `window` (a relative change of `F`).
     pub tolerance: f64,
