@@ -5,8 +5,9 @@
 //! `b`-min-separation or fixed epoch order with `b̂ ≤ b`, two steps one record can take part in
 //! are at least `b̂` apart, so their columns of `C` are orthogonal and the sensitivity is
 //! `sens² = max_π Σ_{j∈π} ν_j` with `ν_j = ‖c_j‖²` (exact, a dynamic program:
-//! [`Participation::max_pattern_sum`]). The device replays `B z = A C⁻¹ z` by forward
-//! substitution, keeping the last `b̂ − 1` rows of `C⁻¹z`.
+//! [`Participation::max_pattern_sum`](crate::privacy::participation::Participation::max_pattern_sum)).
+//! The device replays `B z = A C⁻¹ z` by forward substitution, keeping the last `b̂ − 1` rows
+//! of `C⁻¹z`.
 //!
 //!
 //! This module holds the encoder and its loss; [`general`] optimizes every band entry, [`toeplitz`]

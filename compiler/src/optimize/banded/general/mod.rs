@@ -489,7 +489,7 @@ pub(crate) fn plan(
 
 /// The cost of [`optimize_general`] for `workload` over `steps` steps with `bands` bands, known
 /// before any work: `(bytes, seconds per evaluation)`. The bytes hold on any machine (the
-/// operator, the band of `K`, the L-BFGS vectors: [`plan`]); the seconds are for the
+/// operator, the band of `K`, the L-BFGS vectors: `plan`); the seconds are for the
 /// repository's 2-core machine, about `1.0·10⁻⁹ s` per multiply-add of the recurrence
 /// (`3·n·p²` of them for a banded `A⁻¹`, `p = b̂ + 1` for the prefix sum and `b̂ + 2` for
 /// momentum; `3·n²·b̂/2` for a custom `A`), measured with `cargo bench --bench banded_general
