@@ -23,8 +23,8 @@
 //! what ships: parameters rounded to `f32`, the encoder stable ([`Blt::is_stable`]), the loss
 //! recomputed by [`Blt::error`].
 
-use super::{Blt, fit_omega, idle_buffer_starts, shipped_score};
-use crate::optimize::lbfgs::{Plateau, Point, minimize};
+use super::{Blt, Smooth, fit_omega, idle_buffer_starts, shipped_score};
+use crate::optimize::lbfgs::{Plateau, minimize};
 #[cfg(test)]
 use crate::optimize::toeplitz::toeplitz_sensitivity;
 use crate::optimize::toeplitz::{inverse_series, square_root_coefficients};
@@ -33,21 +33,6 @@ use crate::{Error, Result};
 
 /// Steps between stored filter states in the reverse sweep.
 const CHECKPOINT: usize = 512;
-
-/// `log L` and its gradient in `(logit θ, ω)`.
-struct Evaluation {
-    value: f64,
-    gradient: Vec<f64>,
-}
-
-impl Point for Evaluation {
-    fn value(&self) -> f64 {
-        self.value
-    }
-    fn gradient(&self) -> &[f64] {
-        &self.gradient
-    }
-}
 
 /// `(k, b)` of the schema for the sensitivity sum: `None` for single participation.
 fn schema(participation: &Participation) -> Option<(usize, usize, bool)> {
@@ -140,7 +125,7 @@ fn sensitivity2(c: &[f64], participation: &Participation) -> (f64, Vec<f64>) {
 }
 
 /// `log L` and its gradient at `x = (logit θ, ω)`; `None` outside the domain.
-fn evaluate(x: &[f64], n: usize, participation: &Participation) -> Option<Evaluation> {
+fn evaluate(x: &[f64], n: usize, participation: &Participation) -> Option<Smooth> {
     let m = x.len() / 2;
     let theta: Vec<f64> = x[..m].iter().map(|a| 1.0 / (1.0 + (-a).exp())).collect();
     if theta.iter().any(|t| !(*t > 0.0 && *t < 1.0)) {
@@ -223,7 +208,7 @@ fn evaluate(x: &[f64], n: usize, participation: &Participation) -> Option<Evalua
     }
     let value = error.ln() + s2.ln();
     (value.is_finite() && gradient.iter().all(|g| g.is_finite()))
-        .then_some(Evaluation { value, gradient })
+        .then_some(Smooth { value, gradient })
 }
 
 /// L-BFGS on `log L` from `start`; `None` if the start has no finite loss.

@@ -18,10 +18,11 @@ use crate::optimize::toeplitz::{
 };
 use crate::privacy::participation::Participation;
 use crate::{Error, Result};
-/// Objective value and a central-difference gradient, for the few parameters here.
-struct Smooth {
-    value: f64,
-    gradient: Vec<f64>,
+
+/// An objective value and its gradient (central differences here, analytic in [`analytic`]).
+pub(super) struct Smooth {
+    pub(super) value: f64,
+    pub(super) gradient: Vec<f64>,
 }
 
 impl Point for Smooth {
