@@ -1,7 +1,6 @@
 //! `mfc compare`: one table over the mechanism families at equal privacy, every family optimized
 //! for the participation schema it is evaluated under.
 
-use indicatif::{ProgressBar, ProgressStyle};
 use mfc_compiler::compare::{CompareOptions, compare};
 use mfc_compiler::forms::bandmf::Bands;
 
@@ -10,6 +9,7 @@ use mfc_compiler::report::{neighbouring_name, privacy_unit};
 
 use crate::options;
 use crate::schema::SchemaArgs;
+use crate::status::Status;
 use mfc_compiler::compile::workload;
 use mfc_compiler::request::{BandsChoice, WorkloadSpec};
 
@@ -64,9 +64,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         Some(args.steps),
     )?;
     let label = workload.label();
-    let bar = ProgressBar::new_spinner();
-    bar.set_style(ProgressStyle::with_template("{spinner} {elapsed} {msg}")?);
-    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    let mut status = Status::new("mfc compare", std::time::Instant::now())?;
     let rows = compare(
         &CompareOptions {
             workload,
@@ -84,9 +82,9 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             refine_iterations: args.refine,
             neighbouring,
         },
-        &mut |what| bar.set_message(format!("n = {}: {what}", args.steps)),
+        &mut |what| status.line(what),
     )?;
-    bar.finish_and_clear();
+    status.finish();
     if args.json {
         let report = serde_json::json!({
             "workload": label,

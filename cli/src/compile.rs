@@ -1,17 +1,16 @@
 //! `mfc compile`: optimize → compress → normalize → calibrate → write the blob, then report.
 //! The pipeline is the library's ([`mfc_compiler::compile`]); this is its command line.
 
-use std::io::IsTerminal;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use indicatif::{ProgressBar, ProgressStyle};
 use mfc_compiler::Error;
 use mfc_compiler::compile::{Event, compile};
 use mfc_compiler::request::{BandsChoice, FormKind, Horizon, Options, Stamps, WorkloadSpec};
 
 use crate::options;
 use crate::schema::SchemaArgs;
+use crate::status::Status;
 
 /// Compile a banded-plus-low-rank mechanism for a lower-triangular workload.
 #[derive(clap::Args)]
@@ -156,7 +155,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         force: args.force,
     }
     .request()?;
-    let mut status = Status::new(started)?;
+    let mut status = Status::new("mfc compile", started)?;
     let compiled = compile(&request, &mut |event| match event {
         Event::Progress(line) => status.say(&line),
         Event::Warning(line) => eprintln!("mfc: {line}"),
@@ -173,58 +172,6 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         print!("{}", compiled.text(Some(&out)));
     }
     Ok(())
-}
-
-/// Progress on stderr: a spinner on a terminal, otherwise (logs of CI or cluster jobs) a line
-/// every [`PROGRESS_EVERY`], the first as soon as there is something to say.
-struct Status {
-    bar: Option<ProgressBar>,
-    started: Instant,
-    last_line: Option<Instant>,
-}
-
-/// How often a non-terminal stderr gets a progress line.
-const PROGRESS_EVERY: Duration = Duration::from_secs(5);
-
-impl Status {
-    fn new(started: Instant) -> Result<Self, Box<dyn std::error::Error>> {
-        let bar = if std::io::stderr().is_terminal() {
-            let bar = ProgressBar::new_spinner();
-            bar.set_style(ProgressStyle::with_template("{spinner} {elapsed} {msg}")?);
-            Some(bar)
-        } else {
-            None
-        };
-        Ok(Self {
-            bar,
-            started,
-            last_line: None,
-        })
-    }
-
-    fn say(&mut self, message: &str) {
-        match &self.bar {
-            Some(bar) => {
-                bar.set_message(message.to_string());
-                bar.tick();
-            }
-            None => {
-                if self.last_line.is_none_or(|t| t.elapsed() >= PROGRESS_EVERY) {
-                    eprintln!(
-                        "mfc compile: {:.0} s: {message}",
-                        self.started.elapsed().as_secs_f64()
-                    );
-                    self.last_line = Some(Instant::now());
-                }
-            }
-        }
-    }
-
-    fn finish(&self) {
-        if let Some(bar) = &self.bar {
-            bar.finish_and_clear();
-        }
-    }
 }
 
 fn write_blob(path: &std::path::Path, blob: &[u8]) -> Result<(), Error> {

@@ -48,6 +48,7 @@ mod plot;
 mod schema;
 mod sign;
 mod simulate;
+mod status;
 
 /// Differentially private continual release with correlated Gaussian noise.
 #[derive(Parser)]

@@ -169,6 +169,53 @@ fn compile_prints_progress_lines_when_stderr_is_not_a_terminal() {
     );
 }
 
+/// Issue 31: the `(h, r)` form under min-separation says before any work what it will take and
+/// which forms serve min-separation faster (its first stderr line; the run is then stopped).
+#[test]
+fn compile_under_min_separation_estimates_before_the_work() {
+    use std::io::BufRead;
+    let out = temp("min-sep-estimate.mfc");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_mfc"))
+        .args(args(
+            "compile --steps 2000 --epochs 20 --min-sep 100 --band 4 --rank 4 --out {}",
+            &[&out],
+        ))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(first.starts_with("mfc: n = 2000: "), "{first}");
+    for what in [
+        "min",
+        "on a 2-core machine",
+        "--form bandmf",
+        "100 bands",
+        "--form blt",
+    ] {
+        assert!(first.contains(what), "{what:?} missing from {first}");
+    }
+    assert!(!out.exists(), "a stopped compile wrote a blob");
+}
+
+/// Issue 31: `mfc compare` in a log (stderr not a terminal) prints a line when each part of
+/// the table starts and ends.
+#[test]
+fn compare_prints_progress_lines_when_stderr_is_not_a_terminal() {
+    let o = mfc(&args("compare --steps 32 --epochs 2 --every 16", &[]));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    let started = err.lines().filter(|l| l.contains(": started: ")).count();
+    let done = err.lines().filter(|l| l.contains(": done: ")).count();
+    assert!(started >= 5 && started == done, "{err}");
+    assert!(err.lines().all(|l| l.starts_with("mfc compare: ")), "{err}");
+}
+
 #[test]
 fn inspect_reports_corruption_and_exits_2() {
     let out = temp("corrupt.mfc");

@@ -9,7 +9,9 @@
 //! (BENCHMARKS.md, "Honest limits"), so the time is a rough guide elsewhere, while the memory,
 //! a count of matrices, holds on any machine. The multi-epoch optimizer (fixed epoch order)
 //! holds more matrices on its block and runs longer: [`Estimate`] uses its own measured
-//! constants for the block. Min-separation's banded optimizer is not modelled separately.
+//! constants for the block. Under min-separation the optimum is the general banded optimizer's
+//! (up to its deterministic budget) and the banded form then refines its fit against pattern
+//! searches, with a measured constant of its own.
 
 use crate::privacy::participation::Participation;
 
@@ -40,6 +42,15 @@ pub const FIXED_EPOCH_FACTOR: f64 = 6.0;
 /// included) peaked at 612 428 kB resident (BENCHMARKS.md), 17.5 matrices of 32 MB over the base.
 pub const FIXED_EPOCH_MATRICES: f64 = 18.0;
 
+/// Seconds per `n^2.4` of the banded form's shipped-loss refinement under min-separation
+/// ([`refine_for_shipped_loss`](crate::forms::banded::refine_for_shipped_loss): rounds of
+/// pattern searches and of `O(n²·(h + r))` surrogate evaluations), fitted to `mfc compare`'s
+/// `(h, r)` rows less their optimum on the repository's machine: 8 s at n = 512, (4, 128),
+/// (4, 4) and 208 s at n = 2000, (20, 100), (4, 4) on the prefix sum, 184 s at n = 2052,
+/// (6, 342), (6, 6) on momentum with a cooldown (BENCHMARKS, "General BandMF at training
+/// scale").
+pub const MIN_SEPARATION_REFINEMENT: f64 = 2.5e-6;
+
 /// The estimated cost of a dense compile.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Estimate {
@@ -64,7 +75,29 @@ pub fn estimate(steps: usize, block: usize, participation: &Participation) -> Es
     };
     // The optimum is O(m³); the factorization, fit and sensitivity of the whole mechanism are
     // a few O(n³) products (about a quarter of a single-participation compile of n steps).
-    let seconds = SECONDS_PER_CUBE * (factor * m * m * m + 0.25 * n * n * n);
+    let optimum = match participation {
+        Participation::MinSeparation { min_separation, .. } => {
+            // The optimum over banded encoders with b̂ = min(b, m) bands (the prefix sum's
+            // operator; momentum has one band more), up to its iteration budget, then the
+            // refinement against pattern searches.
+            use crate::optimize::banded::general::{
+                GeneralOptions, SECONDS_BUDGET, budgeted_iterations,
+            };
+            let options = GeneralOptions::default();
+            let bands = (*min_separation).min(block).min(steps);
+            let (_, per_evaluation) = crate::optimize::banded::general::estimate(
+                &crate::workload::Workload::PrefixSum,
+                block.min(steps),
+                bands,
+                &options,
+            );
+            let iterations =
+                budgeted_iterations(options.iterations, SECONDS_BUDGET, per_evaluation);
+            per_evaluation * iterations as f64 + MIN_SEPARATION_REFINEMENT * n.powf(2.4)
+        }
+        _ => SECONDS_PER_CUBE * factor * m * m * m,
+    };
+    let seconds = optimum + SECONDS_PER_CUBE * 0.25 * n * n * n;
     Estimate {
         steps,
         bytes: BASE_BYTES + 8.0 * (MATRICES_AT_PEAK * n * n).max(matrices * m * m),

@@ -18,7 +18,7 @@ use crate::forms::bandmf::{BandMfKind, BandMfOptions, Bands, compile_bandmf};
 use crate::forms::blt::{CompiledBlt, compile_blt, compile_blt_unbounded, horizon_errors};
 use crate::forms::fft::{FftKind, FftOptions, compile_fft};
 use crate::optimize::banded::general::{
-    GeneralOptions, MIN_BUDGET_ITERATIONS, SECONDS_BUDGET, Stopped,
+    GeneralOptions, SECONDS_BUDGET, Stopped, budgeted_iterations,
 };
 use crate::optimize::blt::optimize_blt;
 use crate::optimize::multi_epoch::MultiEpochOptions;
@@ -812,9 +812,12 @@ impl Job<'_> {
                 )
                 .into());
             }
-            // 60 to 150 iterations converge at n ≤ 10⁴; the budget caps them above.
-            let iterations =
-                ((SECONDS_BUDGET / seconds) as usize).clamp(MIN_BUDGET_ITERATIONS, 150) as f64;
+            // The cap the optimizer runs with: it stops earlier when it converges.
+            let iterations = budgeted_iterations(
+                GeneralOptions::default().iterations,
+                SECONDS_BUDGET,
+                seconds,
+            ) as f64;
             if seconds * iterations >= 10.0 {
                 let total = seconds * iterations;
                 let time = if total < 120.0 {
@@ -825,7 +828,7 @@ impl Job<'_> {
                 on_event(Event::Warning(format!(
                     "n = {steps}, {}{b} bands: the general BandMF optimizer takes up to about \
                      {time} on a 2-core machine (at most {iterations:.0} iterations of about \
-                     {seconds:.2} s) and {:.0} MB of memory",
+                     {seconds:.2} s; fewer when it converges) and {:.0} MB of memory",
                     if matches!(bands, Bands::Auto { .. }) {
                         "at most "
                     } else {
@@ -1045,9 +1048,21 @@ fn check_budget(
         }
     }
     if estimate.seconds >= 10.0 || estimate.bytes >= 1e9 {
+        let how = if let Participation::MinSeparation { min_separation, .. } = participation {
+            let b = (*min_separation).min(steps);
+            format!(
+                " (under min-separation: the optimum over banded encoders, then the (h, r) fit \
+                 refined against pattern searches). Faster: --form bandmf ships that optimum \
+                 itself ({b} bands, {} floats of device state per coordinate; fewer with \
+                 --bands), --form blt is fitted in seconds (buffers + 2 floats)",
+                b + 2,
+            )
+        } else {
+            String::new()
+        };
         on_event(Event::Warning(format!(
             "n = {steps}: the dense compile needs about {:.1} GB of memory{} and {} on a 2-core \
-             machine",
+             machine{how}",
             gb(estimate.bytes),
             available.map_or(String::new(), |a| format!(" ({:.1} GB available)", gb(a))),
             time(estimate.seconds)

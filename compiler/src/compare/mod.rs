@@ -26,7 +26,7 @@ use crate::forms::banded::{CompileOptions, compile_from_optimum};
 use crate::forms::bandmf::{BandMfKind, BandMfOptions, Bands, compile_bandmf};
 use crate::forms::fft::{FftKind, FftOptions, compile_fft};
 use crate::optimize::blt::optimize_blt_family;
-use crate::optimize::optimum::{OptimumOptions, certificate_holds, choose_stamps, optimal_gram};
+use crate::optimize::optimum::{OptimumOptions, STAMP_CANDIDATES, certificate_holds, optimal_gram};
 use crate::optimize::single::{Optimum, Progress};
 use crate::optimize::stamp::evaluate_gram;
 use crate::optimize::toeplitz::{inverse_series, square_root_coefficients};
@@ -141,14 +141,24 @@ fn prefix_decoder_row_norms(r: &[f64]) -> Vec<f64> {
         .collect()
 }
 
-/// Times the rows: each records the seconds since the previous one was pushed.
+/// Times the rows of one part of the table: each records the seconds since the part started or
+/// its previous row was pushed.
 struct Clock(Instant);
 
 impl Clock {
-    fn push(&mut self, rows: &mut Vec<Row>, mut row: Row) {
+    fn start() -> Self {
+        Self(Instant::now())
+    }
+
+    /// `row` with its seconds set; the clock restarts.
+    fn lap(&mut self, mut row: Row) -> Row {
         row.seconds = self.0.elapsed().as_secs_f64();
-        rows.push(row);
         self.0 = Instant::now();
+        row
+    }
+
+    fn push(&mut self, rows: &mut Vec<Row>, row: Row) {
+        rows.push(self.lap(row));
     }
 }
 
@@ -232,7 +242,8 @@ fn optimum_row(
 /// dominate the time).
 pub fn compare(options: &CompareOptions, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
     let factor = options.neighbouring.sensitivity_factor();
-    let mut rows = compare_add_remove(options, progress)?;
+    let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
+    let mut rows = compare_add_remove(options, threads, progress)?;
     // Replace-one: every row's sensitivity and noise is twice that of add/remove.
     for row in &mut rows {
         row.sqrt_loss *= factor;
@@ -250,9 +261,88 @@ pub fn compare(options: &CompareOptions, progress: &mut dyn FnMut(&str)) -> Resu
 /// to: its dual bound is the floor printed, a lower bound at any gap.
 const FLOOR_GAP: f64 = 1e-4;
 
-/// [`compare`] for add/remove neighbours.
+/// One part of the table, computed on a thread of its own: its rows, each with the position
+/// ([`Slot`]) it takes in the table. `say` reports progress.
+type Part<'a> = Box<dyn FnOnce(&dyn Fn(&str)) -> Result<Vec<(Slot, Row)>> + Send + 'a>;
+
+/// Where a row goes in the table: the order of the papers, whichever part finished first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Slot {
+    Optimum,
+    Floor,
+    Compressed,
+    Stamped,
+    BandMf,
+    Blt,
+    Fft,
+    SquareRoot,
+    Tree,
+}
+
+/// Runs `parts` (named for progress) on up to `threads` threads, the longest
+/// first as listed, and returns their rows in table order; the first error in list order, if
+/// any (after an error the parts not yet started are skipped). Every part is computed the same way on any number of threads, so the table does not
+/// depend on the schedule (its `seconds` do). `progress` is called on this thread, with
+/// "started" and "done" lines for every part and the parts' own lines.
+fn run_parts(
+    parts: Vec<(String, Part<'_>)>,
+    threads: usize,
+    progress: &mut dyn FnMut(&str),
+) -> Result<Vec<Row>> {
+    use std::sync::{Mutex, PoisonError, mpsc};
+    let threads = threads.clamp(1, parts.len().max(1));
+    let count = parts.len();
+    let queue = Mutex::new(parts.into_iter().enumerate().collect::<Vec<_>>());
+    let results: Mutex<Vec<Option<Result<Vec<(Slot, Row)>>>>> =
+        Mutex::new((0..count).map(|_| None).collect());
+    let (sender, messages) = mpsc::channel::<String>();
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            let (queue, results, sender) = (&queue, &results, sender.clone());
+            scope.spawn(move || {
+                loop {
+                    let next = {
+                        let mut queue = queue.lock().unwrap_or_else(PoisonError::into_inner);
+                        (!queue.is_empty()).then(|| queue.remove(0))
+                    };
+                    let Some((index, (name, part))) = next else {
+                        break;
+                    };
+                    let started = Instant::now();
+                    let _ = sender.send(format!("started: {name}"));
+                    let result = part(&|line: &str| {
+                        let _ = sender.send(format!("{name}: {line}"));
+                    });
+                    let _ = sender.send(format!(
+                        "done: {name} ({:.1} s)",
+                        started.elapsed().as_secs_f64()
+                    ));
+                    if result.is_err() {
+                        // The table fails with the first error: the parts not started are not run.
+                        queue.lock().unwrap_or_else(PoisonError::into_inner).clear();
+                    }
+                    results.lock().unwrap_or_else(PoisonError::into_inner)[index] = Some(result);
+                }
+            });
+        }
+        drop(sender);
+        for message in messages {
+            progress(&message);
+        }
+    });
+    let mut rows = Vec::new();
+    for result in results.into_inner().unwrap_or_else(PoisonError::into_inner) {
+        // A part without a result was skipped after another part failed: that error returns.
+        rows.extend(result.unwrap_or_else(|| Ok(Vec::new()))?);
+    }
+    rows.sort_by_key(|(slot, _)| *slot);
+    Ok(rows.into_iter().map(|(_, row)| row).collect())
+}
+
+/// [`compare`] for add/remove neighbours, its parts on up to `threads` threads.
 fn compare_add_remove(
     options: &CompareOptions,
+    threads: usize,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<Row>> {
     let n = options.steps;
@@ -260,8 +350,7 @@ fn compare_add_remove(
     crate::request::check_separation(participation, n)?;
     let workload = &options.workload;
     let a = workload.matrix(n)?;
-    let mut rows = Vec::new();
-    let mut clock = Clock(Instant::now());
+    let a = a.as_ref();
     let compile_options = CompileOptions {
         optimum: OptimumOptions {
             participation: *participation,
@@ -272,65 +361,154 @@ fn compare_add_remove(
             ..Default::default()
         },
     };
-    let (row, (optimum, x)) = optimum_row(a.as_ref(), &compile_options, progress)?;
-    clock.push(&mut rows, row);
+    let compile_options = &compile_options;
+    let prefix = matches!(workload, Workload::PrefixSum);
 
-    let fixed = match *participation {
+    // The parts, the longest first (at n = 2000 under (20, 100): the optimum and its
+    // compression about 4 min, the floor 2 min, FFT 1 min).
+    let mut parts: Vec<(String, Part<'_>)> = Vec::new();
+    parts.push((
+        "the optimum and its banded-plus-low-rank compression".into(),
+        Box::new(move |say| {
+            let mut clock = Clock::start();
+            let (row, (optimum, x)) = optimum_row(a, compile_options, &mut |line| say(line))?;
+            let optimum_row = clock.lap(row);
+            say("banded-plus-low-rank compression");
+            let compressed = compressed_row(a, options, compile_options, optimum, x)?;
+            Ok(vec![
+                (Slot::Optimum, optimum_row),
+                (Slot::Compressed, clock.lap(compressed)),
+            ])
+        }),
+    ));
+    if let Some(fixed) = floor_schema(participation) {
+        parts.push((
+            "the certified fixed-epoch optimum (a floor)".into(),
+            Box::new(move |_| Ok(vec![(Slot::Floor, floor_row(a, compile_options, fixed)?)])),
+        ));
+    }
+    parts.push((
+        "BandMF (banded Toeplitz, then general)".into(),
+        Box::new(move |say| {
+            Ok(bandmf_rows(options, say)?
+                .into_iter()
+                .map(|row| (Slot::BandMf, row))
+                .collect())
+        }),
+    ));
+    if prefix {
+        parts.push((
+            "FFT".into(),
+            Box::new(move |_| {
+                Ok(fft_rows(options)?
+                    .into_iter()
+                    .map(|row| (Slot::Fft, row))
+                    .collect())
+            }),
+        ));
+        parts.push((
+            "BLT".into(),
+            Box::new(move |_| {
+                Ok(blt_rows(options)?
+                    .into_iter()
+                    .map(|row| (Slot::Blt, row))
+                    .collect())
+            }),
+        ));
+    }
+    if participation.max_participations() > 1 {
+        parts.push((
+            "stamping".into(),
+            Box::new(move |_| {
+                Ok(stamped_row(a, compile_options)?
+                    .map(|row| (Slot::Stamped, row))
+                    .into_iter()
+                    .collect())
+            }),
+        ));
+    }
+    if prefix {
+        parts.push((
+            "the square root and the trees".into(),
+            Box::new(move |_| {
+                let mut rows = vec![(Slot::SquareRoot, square_root_row(options)?)];
+                rows.extend(tree_rows(options)?.into_iter().map(|row| (Slot::Tree, row)));
+                Ok(rows)
+            }),
+        ));
+    }
+    run_parts(parts, threads, progress)
+}
+
+/// The fixed-epoch schema whose certified optimum floors a min-separation comparison, where its
+/// certificate holds (every `k` since issue 18).
+fn floor_schema(participation: &Participation) -> Option<Participation> {
+    match *participation {
         Participation::MinSeparation {
             max_participations,
             min_separation,
-        } => Some(Participation::fixed_epoch_order(
-            max_participations,
-            min_separation,
-        )?),
+        } => Participation::fixed_epoch_order(max_participations, min_separation).ok(),
         _ => None,
-    };
-    // The floor holds where the fixed-epoch certificate does (every k since issue 18).
-    if let Some(fixed) = fixed.filter(certificate_holds) {
-        let (max_participations, min_separation) =
-            (fixed.max_participations(), fixed.separation().unwrap_or(n));
-        progress("the certified fixed-epoch optimum (a floor)");
-        // A floor needs the dual bound only, valid at any gap: 1e-4 spares the last Newton
-        // iterations (minutes at n = 2052 under (6, 342)).
-        let fixed = OptimumOptions {
-            participation: fixed,
-            multi_epoch: crate::optimize::multi_epoch::MultiEpochOptions {
-                relative_gap: FLOOR_GAP,
-                ..compile_options.optimum.multi_epoch.clone()
-            },
-            ..compile_options.optimum.clone()
-        };
-        let (optimum, _) = optimal_gram(a.as_ref(), &fixed, &mut |_: &Progress| {})?;
-        clock.push(&mut rows, Row {
-            mechanism: format!(
-                "floor: certified fixed-epoch ({max_participations}, {min_separation}) optimum (dual bound; holds for encoders orthogonal on fixed-epoch patterns, BandMF included)"
-            ),
-            sqrt_loss: optimum.dual_bound.max(0.0).sqrt(),
-            max_step_stddev: 0.0,
-            sensitivity_method: "—".into(),
-            ram_floats: 0,
-            flops_per_step: 0,
-            blob_bytes: None,
-            streaming: false,
-            lower_bound: true,
-            per_step_stddev: Vec::new(),
-            beyond_horizon: Vec::new(),
-            seconds: 0.0,
-        });
     }
+    .filter(certificate_holds)
+}
 
-    progress("banded-plus-low-rank compression");
-    let compiled = compile_from_optimum(
-        a.as_ref(),
-        options.band,
-        options.rank,
-        &compile_options,
-        optimum,
-        x,
-    )?;
-    let bytes = crate::forms::banded::encode(&compiled, workload, &BlobOptions::default())?.bytes;
+/// The floor row: the dual bound of the certified fixed-epoch optimum.
+fn floor_row(
+    a: MatRef<'_, f64>,
+    compile_options: &CompileOptions,
+    fixed: Participation,
+) -> Result<Row> {
+    let started = Instant::now();
+    let (max_participations, min_separation) = (
+        fixed.max_participations(),
+        fixed.separation().unwrap_or(a.nrows()),
+    );
+    // A floor needs the dual bound only, valid at any gap: 1e-4 spares the last Newton
+    // iterations (minutes at n = 2052 under (6, 342)).
+    let options = OptimumOptions {
+        participation: fixed,
+        multi_epoch: crate::optimize::multi_epoch::MultiEpochOptions {
+            relative_gap: FLOOR_GAP,
+            ..compile_options.optimum.multi_epoch.clone()
+        },
+        ..compile_options.optimum.clone()
+    };
+    let (optimum, _) = optimal_gram(a, &options, &mut |_: &Progress| {})?;
+    Ok(Row {
+        mechanism: format!(
+            "floor: certified fixed-epoch ({max_participations}, {min_separation}) optimum (dual bound; holds for encoders orthogonal on fixed-epoch patterns, BandMF included)"
+        ),
+        sqrt_loss: optimum.dual_bound.max(0.0).sqrt(),
+        max_step_stddev: 0.0,
+        sensitivity_method: "—".into(),
+        ram_floats: 0,
+        flops_per_step: 0,
+        blob_bytes: None,
+        streaming: false,
+        lower_bound: true,
+        per_step_stddev: Vec::new(),
+        beyond_horizon: Vec::new(),
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+/// The `(h, r)` row: the optimum the first row printed, compressed and shipped in f32.
+fn compressed_row(
+    a: MatRef<'_, f64>,
+    options: &CompareOptions,
+    compile_options: &CompileOptions,
+    optimum: Optimum,
+    x: Mat<f64>,
+) -> Result<Row> {
+    let compiled =
+        compile_from_optimum(a, options.band, options.rank, compile_options, optimum, x)?;
+    let bytes =
+        crate::forms::banded::encode(&compiled, &options.workload, &BlobOptions::default())?.bytes;
     let stored = compiled.compressed.to_dense();
-    let norms: Vec<f64> = (0..n).map(|i| stored.row(i).squared_norm_l2()).collect();
+    let norms: Vec<f64> = (0..options.steps)
+        .map(|i| stored.row(i).squared_norm_l2())
+        .collect();
     let (h, r) = (options.band, options.rank);
     let mut row = shipped_row(
         format!("banded + low rank (h, r) = ({h}, {r}), f32"),
@@ -341,37 +519,57 @@ fn compare_add_remove(
         h + 2 * r + 1,
     );
     row.blob_bytes = Some(bytes.len());
-    clock.push(&mut rows, row);
+    Ok(row)
+}
 
-    if participation.max_participations() > 1 {
-        progress("stamping");
-        let tried = choose_stamps(a.as_ref(), &compile_options.optimum)?;
-        if let Some(&(stamps, _)) = tried.iter().find(|&&(s, _)| s > 1) {
-            let stamped = OptimumOptions {
-                stamps,
-                ..compile_options.optimum.clone()
-            };
-            let (_, x) = optimal_gram(a.as_ref(), &stamped, &mut |_: &Progress| {})?;
-            let dense = evaluate_gram(a.as_ref(), x.as_ref(), participation)?;
-            let norms: Vec<f64> = (0..n)
-                .map(|i| dense.decoder.row(i).squared_norm_l2())
-                .collect();
-            let row = shipped_row(
-                format!("optimum of n/{stamps} steps stamped ×{stamps} (dense B)"),
-                dense.sensitivity.value,
-                dense.sensitivity.method,
-                &norms,
-                n,
-                n / 2,
-            );
-            clock.push(&mut rows, row);
+/// The stamping row: the best by loss of the stamp counts above 1 that divide `n` (001 App.
+/// D.4, as [`choose_stamps`](crate::optimize::optimum::choose_stamps) without its `s = 1`, the
+/// optimum row itself), each optimum computed once; `None` when no count above 1 divides `n`.
+fn stamped_row(a: MatRef<'_, f64>, compile_options: &CompileOptions) -> Result<Option<Row>> {
+    let started = Instant::now();
+    let (n, participation) = (a.nrows(), &compile_options.optimum.participation);
+    let mut best: Option<(usize, crate::optimize::stamp::Evaluated)> = None;
+    for stamps in STAMP_CANDIDATES
+        .into_iter()
+        .filter(|&s| s > 1 && n % s == 0)
+    {
+        let stamped = OptimumOptions {
+            stamps,
+            ..compile_options.optimum.clone()
+        };
+        let (_, x) = optimal_gram(a, &stamped, &mut |_: &Progress| {})?;
+        let dense = evaluate_gram(a, x.as_ref(), participation)?;
+        if best.as_ref().is_none_or(|(_, b)| dense.loss < b.loss) {
+            best = Some((stamps, dense));
         }
     }
-    // BandMF, as shipped in f32: the banded Toeplitz optimum picks b̂ (for auto), and the
-    // general optimizer starts from it.
+    let Some((stamps, dense)) = best else {
+        return Ok(None);
+    };
+    let norms: Vec<f64> = (0..n)
+        .map(|i| dense.decoder.row(i).squared_norm_l2())
+        .collect();
+    let mut row = shipped_row(
+        format!("optimum of n/{stamps} steps stamped ×{stamps} (dense B)"),
+        dense.sensitivity.value,
+        dense.sensitivity.method,
+        &norms,
+        n,
+        n / 2,
+    );
+    row.seconds = started.elapsed().as_secs_f64();
+    Ok(Some(row))
+}
+
+/// The BandMF rows, as shipped in f32: the banded Toeplitz optimum picks b̂ (for auto), and the
+/// general optimizer starts from it.
+fn bandmf_rows(options: &CompareOptions, say: &dyn Fn(&str)) -> Result<Vec<Row>> {
+    let (n, workload, participation) = (options.steps, &options.workload, &options.participation);
+    let mut clock = Clock::start();
+    let mut rows = Vec::new();
     let mut bands = options.bands;
     for kind in [BandMfKind::Toeplitz, BandMfKind::General] {
-        progress(&format!("BandMF ({kind:?})"));
+        say(&format!("{kind:?}"));
         let compiled = compile_bandmf(
             workload,
             n,
@@ -411,19 +609,20 @@ fn compare_add_remove(
         row.blob_bytes = Some(bytes.len());
         clock.push(&mut rows, row);
     }
+    Ok(rows)
+}
 
-    if !matches!(workload, Workload::PrefixSum) {
-        return Ok(rows);
-    }
-
-    progress("BLT");
-    // Buffers m are fitted from the fit with m − 1: each row's time is that of its own fit.
+/// The BLT rows for `1..=max_buffers` buffers (prefix sum). Buffers `m` are fitted from the fit
+/// with `m − 1`: each row's time is that of its own fit.
+fn blt_rows(options: &CompareOptions) -> Result<Vec<Row>> {
+    let (n, participation) = (options.steps, &options.participation);
     let mut fit_seconds = Vec::new();
     let mut fit_clock = Instant::now();
     let family = optimize_blt_family(n, options.max_buffers, participation, &mut |_| {
         fit_seconds.push(fit_clock.elapsed().as_secs_f64());
         fit_clock = Instant::now();
     })?;
+    let mut rows = Vec::new();
     for ((blt, m), seconds) in family.iter().zip(1..).zip(fit_seconds) {
         let stored = crate::forms::blt::compile_blt(blt, n, n, participation)?;
         let norms = prefix_decoder_row_norms(&stored.blt.decoder_coefficients(n));
@@ -444,15 +643,20 @@ fn compare_add_remove(
         row.seconds = seconds;
         rows.push(row);
     }
-    clock.0 = Instant::now();
+    Ok(rows)
+}
 
+/// The two FFT rows (prefix sum).
+fn fft_rows(options: &CompareOptions) -> Result<Vec<Row>> {
+    let n = options.steps;
+    let mut clock = Clock::start();
+    let mut rows = Vec::new();
     for kind in [FftKind::Circulant, FftKind::OptimalDecoder] {
-        progress(&format!("FFT {kind:?}"));
         let fft = compile_fft(&FftOptions {
             steps: n,
             stamps: 1,
             kind,
-            participation: *participation,
+            participation: options.participation,
         })?;
         let bytes = crate::forms::fft::encode(&fft, &BlobOptions::default())?.bytes;
         let size = (3 * n - 1).next_power_of_two();
@@ -482,23 +686,33 @@ fn compare_add_remove(
             },
         );
     }
+    Ok(rows)
+}
 
+/// The square root factorization's row (prefix sum).
+fn square_root_row(options: &CompareOptions) -> Result<Row> {
+    let started = Instant::now();
+    let n = options.steps;
     let c = square_root_coefficients(n);
-    clock.push(
-        &mut rows,
-        evaluate(
-            "square root S^1/2 (Toeplitz)".into(),
-            &toeplitz(&c, n),
-            &prefix_decoder_row_norms(&inverse_series(&c, n)),
-            participation,
-            n,
-            n / 2,
-            true,
-        )?,
-    );
+    let mut row = evaluate(
+        "square root S^1/2 (Toeplitz)".into(),
+        &toeplitz(&c, n),
+        &prefix_decoder_row_norms(&inverse_series(&c, n)),
+        &options.participation,
+        n,
+        n / 2,
+        true,
+    )?;
+    row.seconds = started.elapsed().as_secs_f64();
+    Ok(row)
+}
 
-    progress("tree aggregation");
-    let tree = Tree::new(n)?;
+/// The Honaker tree rows (prefix sum): the online estimator and the full one.
+fn tree_rows(options: &CompareOptions) -> Result<Vec<Row>> {
+    let participation = &options.participation;
+    let mut clock = Clock::start();
+    let mut rows = Vec::new();
+    let tree = Tree::new(options.steps)?;
     let encoder = tree.encoder();
     let levels = tree.levels();
     clock.push(
@@ -590,5 +804,47 @@ mod tests {
             let general = find("BandMF, general banded, b̂ = 8");
             assert!(general <= find("BandMF, banded Toeplitz, b̂ = 8") * (1.0 + 1e-6));
         }
+    }
+
+    /// The table does not depend on how its parts are scheduled: one thread and three give the
+    /// same rows (all but their seconds), in the same order.
+    #[test]
+    fn the_table_does_not_depend_on_the_threads() {
+        let options = CompareOptions {
+            workload: Workload::PrefixSum,
+            steps: 48,
+            participation: Participation::min_separation(3, 16).unwrap(),
+            band: 3,
+            rank: 2,
+            max_buffers: 2,
+            bands: Bands::Fixed(4),
+            refine_iterations: 20,
+            neighbouring: mfc_formats::Neighbouring::AddOrRemove,
+        };
+        let table = |threads: usize| {
+            let mut lines = Vec::new();
+            let rows =
+                compare_add_remove(&options, threads, &mut |line| lines.push(line.to_string()))
+                    .unwrap();
+            // Every part reports its start and its end.
+            assert_eq!(
+                lines.iter().filter(|l| l.starts_with("started: ")).count(),
+                lines.iter().filter(|l| l.starts_with("done: ")).count()
+            );
+            rows.into_iter()
+                .map(|row| {
+                    format!(
+                        "{:?}",
+                        Row {
+                            seconds: 0.0,
+                            ..row
+                        }
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        let serial = table(1);
+        assert!(serial.len() > 10, "{serial:?}");
+        assert_eq!(serial, table(3));
     }
 }

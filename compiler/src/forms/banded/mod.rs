@@ -322,9 +322,12 @@ pub fn refine_for_shipped_loss(
     iterations: usize,
 ) -> Result<BandedLowRank> {
     let n = start.steps;
-    let shipped_loss = |d: &BandedLowRank| refine::shipped_loss(a, d, participation);
-    let mut best_loss = shipped_loss(start)?;
+    // Each candidate is measured once: its loss, and under min-separation the worst pattern the
+    // same search found, which the next round adds.
+    let measured = refine::measure(a, start, participation)?;
+    let mut best_loss = measured.loss;
     let mut best = start.clone();
+    let mut worst = measured.worst;
     let (mut patterns, rounds) = match *participation {
         Participation::MinSeparation {
             max_participations: k,
@@ -342,7 +345,7 @@ pub fn refine_for_shipped_loss(
     };
     let mut current = start.clone();
     for round in 0..rounds {
-        if let Some(worst) = worst_pattern(a, &current, participation)? {
+        if let Some(worst) = worst.take() {
             if patterns.contains(&worst) {
                 // The surrogate already holds the worst pattern of its own result.
                 if round > 0 {
@@ -353,11 +356,12 @@ pub fn refine_for_shipped_loss(
             }
         }
         current = balanced(&descend(a, &current, &patterns, iterations)?)?;
-        let loss = shipped_loss(&current)?;
-        if loss < best_loss {
-            best_loss = loss;
+        let measured = refine::measure(a, &current, participation)?;
+        if measured.loss < best_loss {
+            best_loss = measured.loss;
             best = current.clone();
         }
+        worst = measured.worst;
     }
     // The smooth maximum leaves the patterns' terms unequal; the optimal diagonal rescaling
     // equalizes them ([`rescale`], certified by its dual under single participation). A
@@ -368,7 +372,7 @@ pub fn refine_for_shipped_loss(
         let rescaled = rescale(a, &best, &patterns, RESCALE_TOLERANCE, RESCALE_ITERATIONS)
             .and_then(|r| balanced(&r.decoder));
         if let Ok(candidate) = rescaled {
-            if shipped_loss(&candidate).is_ok_and(|loss| loss < best_loss) {
+            if refine::measure(a, &candidate, participation).is_ok_and(|m| m.loss < best_loss) {
                 best = candidate;
             }
         }
@@ -383,30 +387,6 @@ pub fn refine_for_shipped_loss(
 /// the best point so far is the candidate.
 const RESCALE_TOLERANCE: f64 = 1e-6;
 const RESCALE_ITERATIONS: usize = 500;
-
-/// The worst min-separation pattern of the encoder `B̂⁻¹A` (`None` for other schemas).
-fn worst_pattern(
-    a: MatRef<'_, f64>,
-    decoder: &BandedLowRank,
-    participation: &Participation,
-) -> Result<Option<Vec<usize>>> {
-    let Participation::MinSeparation {
-        max_participations: k,
-        min_separation: b,
-    } = *participation
-    else {
-        return Ok(None);
-    };
-    let x = refine::encoder_gram(a, decoder)?;
-    let absolute = Mat::from_fn(x.nrows(), x.ncols(), |i, j| x[(i, j)].abs());
-    let found = crate::privacy::participation::search::max_pattern_quadratic(
-        absolute.as_ref(),
-        k,
-        b,
-        REFINE_SEARCH_BUDGET,
-    );
-    Ok(Some(found.pattern))
-}
 
 /// Encodes `compiled` (for `workload`, under its participation schema) as a blob
 /// ([`crate::ship::blob::write`]): the tables are the `f32` values the sensitivity was computed

@@ -31,7 +31,8 @@ use faer::{Mat, MatRef};
 use rayon::prelude::*;
 
 use crate::forms::banded::compress::{BandedLowRank, add_outer_product};
-use crate::privacy::participation::{Participation, min_separation_sensitivity, sensitivity};
+use crate::privacy::participation::search::max_pattern_quadratic;
+use crate::privacy::participation::{Participation, min_separation_search, sensitivity};
 use crate::{Error, Result};
 
 /// The pairs `(i, j)`, `i ≤ j`, of `X = ĈᵀĈ` a set of patterns reads, each once.
@@ -263,29 +264,44 @@ pub(crate) fn evaluate(
     })
 }
 
-/// The shipped loss `sens(Ĉ)²‖B̂‖_F²` under `participation`, with `Ĉ` from the structured
-/// solve (for choosing between candidates; the compile measures what ships again, densely).
-/// Under min-separation the pattern search has [`REFINE_SEARCH_BUDGET`](super::REFINE_SEARCH_BUDGET)
-/// (an upper bound where it runs out).
-pub(crate) fn shipped_loss(
+/// A decoder measured for the refinement: its shipped loss and, under min-separation, the
+/// worst pattern the search found.
+pub(crate) struct Measured {
+    /// `sens(Ĉ)²‖B̂‖_F²` under the schema, with `Ĉ` from the structured solve (for choosing
+    /// between candidates; the compile measures what ships again, densely). Under
+    /// min-separation the pattern search has
+    /// [`REFINE_SEARCH_BUDGET`](super::REFINE_SEARCH_BUDGET) (an upper bound where it runs out).
+    pub loss: f64,
+    /// Under min-separation, the pattern of the largest `|X|`-quadratic the same search found
+    /// (the next pattern of the refinement's active set); `None` for the other schemas.
+    pub worst: Option<Vec<usize>>,
+}
+
+/// [`Measured`] for `decoder`: one solve for its encoder, one Gram matrix and, under
+/// min-separation, one pattern search for both the loss and the worst pattern.
+pub(crate) fn measure(
     a: MatRef<'_, f64>,
     decoder: &BandedLowRank,
     participation: &Participation,
-) -> Result<f64> {
+) -> Result<Measured> {
     let n = decoder.steps;
     let c = decoder.encoder(a)?;
     let c = MatRef::from_column_major_slice(&c, n, n);
-    let s = match *participation {
+    let (s, worst) = match *participation {
         Participation::MinSeparation {
-            max_participations,
-            min_separation,
-        } => min_separation_sensitivity(
-            (c.transpose() * c).as_ref(),
-            max_participations,
-            min_separation,
-            super::REFINE_SEARCH_BUDGET,
-        )?,
-        _ => sensitivity(c, participation)?,
+            max_participations: k,
+            min_separation: b,
+        } => {
+            let x = c.transpose() * c;
+            let (s, found) = min_separation_search(x.as_ref(), k, b, super::REFINE_SEARCH_BUDGET)?;
+            // Orthogonal columns take the dynamic program, which names no pattern: search.
+            let worst = found.unwrap_or_else(|| {
+                let absolute = Mat::from_fn(n, n, |i, j| x[(i, j)].abs());
+                max_pattern_quadratic(absolute.as_ref(), k, b, super::REFINE_SEARCH_BUDGET).pattern
+            });
+            (s, Some(worst))
+        }
+        _ => (sensitivity(c, participation)?, None),
     };
     if !(s.value.is_finite() && s.value > 0.0) {
         return Err(Error::Numerical(format!(
@@ -293,15 +309,10 @@ pub(crate) fn shipped_loss(
             s.value
         )));
     }
-    Ok(s.value * s.value * decoder.squared_frobenius())
-}
-
-/// `X = ĈᵀĈ` of the decoder's encoder.
-pub(crate) fn encoder_gram(a: MatRef<'_, f64>, decoder: &BandedLowRank) -> Result<Mat<f64>> {
-    let n = decoder.steps;
-    let c = decoder.encoder(a)?;
-    let c = MatRef::from_column_major_slice(&c, n, n);
-    Ok(c.transpose() * c)
+    Ok(Measured {
+        loss: s.value * s.value * decoder.squared_frobenius(),
+        worst,
+    })
 }
 
 #[cfg(test)]

@@ -381,6 +381,17 @@ pub fn min_separation_sensitivity(
     b: usize,
     budget: usize,
 ) -> Result<Sensitivity> {
+    Ok(min_separation_search(x, k, b, budget)?.0)
+}
+
+/// [`min_separation_sensitivity`] and, when it searched, the best pattern the search found
+/// (`None` for orthogonal columns, which take the dynamic program).
+pub(crate) fn min_separation_search(
+    x: MatRef<'_, f64>,
+    k: usize,
+    b: usize,
+    budget: usize,
+) -> Result<(Sensitivity, Option<Vec<usize>>)> {
     let n = x.nrows();
     if (0..n).any(|j| (0..x.ncols()).any(|i| !x[(i, j)].is_finite())) {
         return Err(Error::Numerical(
@@ -395,22 +406,24 @@ pub fn min_separation_sensitivity(
             max_participations: k,
             min_separation: b,
         };
-        return Ok(Sensitivity {
+        let sensitivity = Sensitivity {
             value: schema.max_pattern_sum(&diagonal).0.sqrt(),
             method: SensitivityMethod::OrthogonalColumns,
-        });
+        };
+        return Ok((sensitivity, None));
     }
     let nonnegative = pairs().all(|v| v >= 0.0);
     let absolute = Mat::from_fn(n, n, |i, j| x[(i, j)].abs());
     let found = search::max_pattern_quadratic(absolute.as_ref(), k, b, budget);
-    Ok(Sensitivity {
+    let sensitivity = Sensitivity {
         value: found.value.sqrt(),
         method: match (found.complete, nonnegative) {
             (false, _) => SensitivityMethod::PatternSearchBound,
             (true, true) => SensitivityMethod::NonnegativeGram,
             (true, false) => SensitivityMethod::AbsoluteGramBound,
         },
-    })
+    };
+    Ok((sensitivity, Some(found.pattern)))
 }
 
 /// `√k · max_π ‖C[:,π]‖₂` from `X = CᵀC`: `‖C[:,π]‖₂² = λ_max(X[π,π])` (001 Thm 2.1).

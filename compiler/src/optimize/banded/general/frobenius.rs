@@ -71,11 +71,6 @@ fn axpy(alpha: f64, x: &[f64], y: &mut [f64]) {
     }
 }
 
-/// Bands of `C A⁻¹` from which each step's dot products are split over two threads (`rayon::join`,
-/// which runs both halves on the calling thread when no other is free): below it a step is too
-/// short (`p²` multiply-adds, a few microseconds) for the hand-over to pay.
-const PARALLEL_WIDTH: usize = 96;
-
 /// Scratch of [`frobenius`]: the band of `K`, reused across evaluations.
 #[derive(Debug, Default)]
 pub struct Workspace {
@@ -176,21 +171,12 @@ fn banded(
         }
         let inverse_d = 1.0 / d;
         let here = t * p;
-        // K(t, t − a) = −(ring row of t − a)·mm/d: one dot product per a, in two halves on two
-        // threads when they are long enough (each dot is whole on one thread: the same bits).
-        let row = &mut band[here + 1..=here + top];
-        let fill = |first: usize, out: &mut [f64]| {
-            for (i, o) in out.iter_mut().enumerate() {
-                let r = slot(t - (first + i)) * p;
-                *o = -dot(&ring[r..r + p], &mm) * inverse_d;
-            }
-        };
-        if p >= PARALLEL_WIDTH {
-            let half = top / 2;
-            let (low, high) = row.split_at_mut(half);
-            rayon::join(|| fill(1, low), || fill(1 + half, high));
-        } else {
-            fill(1, row);
+        // K(t, t − a) = −(ring row of t − a)·mm/d: one dot product per a. On one thread: split
+        // over two (`rayon::join` per step) it ran 2.5× slower at n = 2000, b̂ = 100 and no
+        // faster at b̂ = 256, the hand-over costing as much as a step.
+        for (a, o) in band[here + 1..=here + top].iter_mut().enumerate() {
+            let r = slot(t - (a + 1)) * p;
+            *o = -dot(&ring[r..r + p], &mm) * inverse_d;
         }
         let s = dot(&m[1..=top], &band[here + 1..=here + top]);
         let diagonal = (inverse_d - s) * inverse_d;
@@ -261,31 +247,18 @@ fn banded(
             dbar -= kbar[a] * k[a] * inverse_d;
             vv[slot(t - a)] = -kbar[a] * inverse_d;
         }
-        // Per ring row (slot σ, time t − l): mbar[l] += row·vv, adjoint row += m_l·vv; the rows
-        // are independent, in two halves of the ring on two threads when long enough.
-        let update = |first_slot: usize, rows: &mut [f64], dots: &mut [f64]| {
-            for (i, (adjoint_row, d)) in rows.chunks_exact_mut(p).zip(dots.iter_mut()).enumerate() {
-                let sigma = first_slot + i;
-                let l = (st + p - sigma) % p;
-                if l == 0 || l > top {
-                    continue;
-                }
-                let r = sigma * p;
-                *d = dot(&ring[r..r + p], &vv);
-                axpy(m[l], &vv, adjoint_row);
-            }
-        };
+        // Per ring row (slot σ, time t − l): mbar[l] += row·vv, adjoint row += m_l·vv.
         dots.fill(0.0);
-        if p >= PARALLEL_WIDTH {
-            let half = p / 2;
-            let (low, high) = adjoint.split_at_mut(half * p);
-            let (dots_low, dots_high) = dots.split_at_mut(half);
-            rayon::join(
-                || update(0, low, dots_low),
-                || update(half, high, dots_high),
-            );
-        } else {
-            update(0, &mut adjoint, &mut dots);
+        for (sigma, (adjoint_row, d)) in
+            adjoint.chunks_exact_mut(p).zip(dots.iter_mut()).enumerate()
+        {
+            let l = (st + p - sigma) % p;
+            if l == 0 || l > top {
+                continue;
+            }
+            let r = sigma * p;
+            *d = dot(&ring[r..r + p], &vv);
+            axpy(m[l], &vv, adjoint_row);
         }
         for l in 1..=top {
             mbar[l] += dots[slot(t - l)];

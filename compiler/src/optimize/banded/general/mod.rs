@@ -96,23 +96,32 @@ pub struct GeneralOptions {
 /// The iteration budget the compile's front doors give the general optimizer, in seconds of its
 /// estimated time on a 2-core machine ([`GeneralOptions::seconds_budget`]: an iteration count
 /// fixed before any work, so a compile is reproducible). At n = 10⁵ with 256 bands it allows
-/// 30 iterations; n ≤ 10⁴ converges first (BENCHMARKS, "General BandMF at training scale").
+/// 25 iterations; n ≤ 10⁴ converges first (BENCHMARKS, "General BandMF at training scale").
 pub const SECONDS_BUDGET: f64 = 240.0;
 
 /// The fewest iterations [`GeneralOptions::seconds_budget`] leaves a round.
-pub const MIN_BUDGET_ITERATIONS: usize = 30;
+pub const MIN_BUDGET_ITERATIONS: usize = 20;
 
-/// Seconds per evaluation of the loss and its gradient on the repository's 2-core machine:
-/// about `1.0·10⁻⁹ s` per multiply-add of the recurrence, `3·n·p²` of them for a banded `A⁻¹`
-/// (`p` the band of `C A⁻¹`), `3·n²·b̂/2` for a dense `A` (measured with `cargo bench --bench
-/// banded_general -- eval`).
+/// Seconds per evaluation of the loss and its gradient on the repository's 2-core machine (one
+/// thread). For a banded `A⁻¹` (`p` the band of `C A⁻¹`) the recurrence makes `3·p²`
+/// multiply-adds per step in dot products of length `p`: `n·p·(1.2·10⁻⁹·p + 6·10⁻⁸)` seconds,
+/// fitted to `cargo bench --bench banded_general -- eval` at n = 5·10⁴, b̂ ∈ {8, 32, 64, 128}
+/// (0–20% above) and above the measured time at n = 2000, b̂ = 100 (0.026 s) and n = 10⁵,
+/// b̂ = 256 (7.7 s). For a dense `A`, `1.5·10⁻⁹·n²·b̂`.
 fn seconds_per_evaluation(steps: usize, bands: usize, width: usize) -> f64 {
     let (n, h, p) = (steps as f64, bands as f64, width as f64);
     if width == 0 {
         1.5e-9 * n * n * h
     } else {
-        3.0e-9 * n * p * p
+        n * p * (1.2e-9 * p + 6e-8)
     }
+}
+
+/// The iterations a budget of `seconds` allows when an evaluation takes `per_evaluation`
+/// seconds (estimated): `seconds / per_evaluation`, at least [`MIN_BUDGET_ITERATIONS`] and at
+/// most `iterations` ([`GeneralOptions::seconds_budget`]).
+pub fn budgeted_iterations(iterations: usize, seconds: f64, per_evaluation: f64) -> usize {
+    iterations.min(((seconds / per_evaluation) as usize).max(MIN_BUDGET_ITERATIONS))
 }
 
 impl Default for GeneralOptions {
@@ -490,10 +499,9 @@ pub(crate) fn plan(
 /// The cost of [`optimize_general`] for `workload` over `steps` steps with `bands` bands, known
 /// before any work: `(bytes, seconds per evaluation)`. The bytes hold on any machine (the
 /// operator, the band of `K`, the L-BFGS vectors: `plan`); the seconds are for the
-/// repository's 2-core machine, about `1.0·10⁻⁹ s` per multiply-add of the recurrence
-/// (`3·n·p²` of them for a banded `A⁻¹`, `p = b̂ + 1` for the prefix sum and `b̂ + 2` for
-/// momentum; `3·n²·b̂/2` for a custom `A`), measured with `cargo bench --bench banded_general
-/// -- eval`. An optimization takes 60 to 150 evaluations (BENCHMARKS, "General BandMF at
+/// repository's 2-core machine (`seconds_per_evaluation`: `O(n·p²)` for a banded `A⁻¹`,
+/// `p = b̂ + 1` for the prefix sum and `b̂ + 2` for momentum; `O(n²·b̂)` for a custom `A`),
+/// measured with `cargo bench --bench banded_general -- eval`. An optimization takes 60 to 150 evaluations (BENCHMARKS, "General BandMF at
 /// training scale").
 pub fn estimate(
     workload: &crate::workload::Workload,
@@ -587,9 +595,7 @@ pub fn optimize_general(
                 (Columns::Free, None) => options.temperatures.len().max(1),
                 _ => 1,
             };
-            options.iterations.min(
-                ((seconds / per_evaluation / rounds as f64) as usize).max(MIN_BUDGET_ITERATIONS),
-            )
+            budgeted_iterations(options.iterations, seconds / rounds as f64, per_evaluation)
         }
         None => options.iterations,
     };
@@ -875,7 +881,8 @@ mod tests {
         }
     }
 
-    /// The seconds budget caps the iterations at `max(30, seconds / seconds per evaluation)`,
+    /// The seconds budget caps the iterations at
+    /// `max(MIN_BUDGET_ITERATIONS, seconds / seconds per evaluation)`,
     /// reports a cap reached as `IterationBudget`, and is deterministic: the same request gives
     /// the same encoder; without it the same problem converges (no cap reached).
     #[test]
@@ -908,7 +915,7 @@ mod tests {
             "{}",
             free.iterations
         );
-        // A budget of a microsecond leaves the floor of 30 iterations.
+        // A budget of a microsecond leaves the floor of MIN_BUDGET_ITERATIONS.
         let capped = run(Some(1e-6));
         assert_eq!(capped.stopped, Stopped::IterationBudget);
         assert_eq!(capped.iterations, MIN_BUDGET_ITERATIONS);

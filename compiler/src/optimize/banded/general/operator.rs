@@ -275,16 +275,29 @@ mod tests {
     /// not banded (a custom workload with a long memory) dense.
     #[test]
     fn from_matrix_finds_banded_inverses_and_only_those() {
-        let n = 19;
-        for workload in [
-            Workload::PrefixSum,
-            Workload::Momentum {
-                momentum: 0.9,
-                schedule: Schedule::Cooldown {
-                    steps: 7,
-                    final_rate: 0.05,
+        // n = 2052 with momentum 0.95 and a cooldown over 513 steps: the StackOverflow setting.
+        for (n, workload) in [
+            (19, Workload::PrefixSum),
+            (
+                19,
+                Workload::Momentum {
+                    momentum: 0.9,
+                    schedule: Schedule::Cooldown {
+                        steps: 7,
+                        final_rate: 0.05,
+                    },
                 },
-            },
+            ),
+            (
+                2052,
+                Workload::Momentum {
+                    momentum: 0.95,
+                    schedule: Schedule::Cooldown {
+                        steps: 513,
+                        final_rate: 0.05,
+                    },
+                },
+            ),
         ] {
             let a = workload.matrix(n).unwrap();
             let (Operator::BandedInverse(found), Operator::BandedInverse(built)) = (
@@ -299,6 +312,7 @@ mod tests {
             }
         }
         // A[i, j] = 0.5^(i−j) + 1: its inverse has no band of width 3.
+        let n = 19;
         let a = Mat::from_fn(n, n, |i, j| {
             if i >= j {
                 0.5f64.powi((i - j) as i32) + 1.0
