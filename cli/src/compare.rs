@@ -51,6 +51,10 @@ pub struct Args {
     /// L-BFGS iterations of the (h, r) row's shipped-loss refinement.
     #[arg(long, default_value_t = 50, allow_negative_numbers = true, value_parser = options::refine)]
     refine: usize,
+    /// Parts of the table computed at once, each on its own thread (0: one per core). The
+    /// peak memory is that of the parts running together; with 1 each row's seconds are its own.
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -81,6 +85,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             },
             refine_iterations: args.refine,
             neighbouring,
+            threads: args.threads,
         },
         &mut |what| status.line(what),
     )?;

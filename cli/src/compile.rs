@@ -158,7 +158,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut status = Status::new("mfc compile", started)?;
     let compiled = compile(&request, &mut |event| match event {
         Event::Progress(line) => status.say(&line),
-        Event::Warning(line) => eprintln!("mfc: {line}"),
+        Event::Warning(line) => status.warn(&line),
     })?;
     status.finish();
     write_blob(&args.out, &compiled.blob)?;

@@ -46,6 +46,7 @@ fn errors(args: &Args, participation: Participation) -> Plot {
             bands: mfc_compiler::forms::bandmf::Bands::Fixed(1),
             refine_iterations: 50,
             neighbouring: args.schema.neighbouring,
+            threads: 0,
         },
         &mut |_| {},
     )?;

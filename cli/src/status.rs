@@ -52,6 +52,14 @@ impl Status {
         self.show(message, true);
     }
 
+    /// Prints a warning line (`mfc: …`) without the spinner drawing over it.
+    pub fn warn(&self, message: &str) {
+        match &self.bar {
+            Some(bar) => bar.suspend(|| eprintln!("mfc: {message}")),
+            None => eprintln!("mfc: {message}"),
+        }
+    }
+
     fn show(&mut self, message: &str, always: bool) {
         match &self.bar {
             Some(bar) => {

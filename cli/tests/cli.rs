@@ -192,8 +192,7 @@ fn compile_under_min_separation_estimates_before_the_work() {
     child.wait().unwrap();
     assert!(first.starts_with("mfc: n = 2000: "), "{first}");
     for what in [
-        "min",
-        "on a 2-core machine",
+        " min on a 2-core machine",
         "--form bandmf",
         "100 bands",
         "--form blt",

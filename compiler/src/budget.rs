@@ -13,7 +13,9 @@
 //! (up to its deterministic budget) and the banded form then refines its fit against pattern
 //! searches, with a measured constant of its own.
 
+use crate::optimize::banded::general::{self, GeneralOptions, SECONDS_BUDGET};
 use crate::privacy::participation::Participation;
+use crate::workload::Workload;
 
 /// `n × n` `f64` matrices alive at the peak of a dense compile: the whole compile at n = 4096
 /// peaked at 1 364 448 kB resident (BENCHMARKS.md), 9.7 matrices of 134 MB over the base (a
@@ -62,46 +64,53 @@ pub struct Estimate {
     pub seconds: f64,
 }
 
-/// The estimate for `n` steps whose optimum is computed on blocks of `block` steps
-/// (`n / stamps`) under `participation`.
-pub fn estimate(steps: usize, block: usize, participation: &Participation) -> Estimate {
+/// The estimate for `n` steps of `workload` whose optimum is computed on blocks of `block`
+/// steps (`n / stamps`) under `participation`; `refine` says whether the fit is refined on the
+/// shipped loss (`--refine` above 0).
+pub fn estimate(
+    steps: usize,
+    block: usize,
+    participation: &Participation,
+    workload: &Workload,
+    refine: bool,
+) -> Estimate {
     let n = steps as f64;
-    let m = block.min(steps) as f64;
-    let (factor, matrices) = match participation {
-        Participation::FixedEpochOrder { separation, .. } if *separation < block => {
-            (FIXED_EPOCH_FACTOR, FIXED_EPOCH_MATRICES)
-        }
-        _ => (1.0, 0.0),
-    };
-    // The optimum is O(m³); the factorization, fit and sensitivity of the whole mechanism are
-    // a few O(n³) products (about a quarter of a single-participation compile of n steps).
-    let optimum = match participation {
-        Participation::MinSeparation { min_separation, .. } => {
-            // The optimum over banded encoders with b̂ = min(b, m) bands (the prefix sum's
-            // operator; momentum has one band more), up to its iteration budget, then the
-            // refinement against pattern searches.
-            use crate::optimize::banded::general::{
-                GeneralOptions, SECONDS_BUDGET, budgeted_iterations,
+    let block = block.clamp(1, steps.max(1));
+    let m = block as f64;
+    let optimum = match *participation {
+        // The optimum over banded encoders with b̂ = b bands (`optimal_gram` takes it when
+        // b < m), up to its iteration budget, then the refinement against pattern searches.
+        Participation::MinSeparation { min_separation, .. } if min_separation < block => {
+            let options = GeneralOptions {
+                seconds_budget: Some(SECONDS_BUDGET),
+                ..GeneralOptions::default()
             };
-            let options = GeneralOptions::default();
-            let bands = (*min_separation).min(block).min(steps);
-            let (_, per_evaluation) = crate::optimize::banded::general::estimate(
-                &crate::workload::Workload::PrefixSum,
-                block.min(steps),
-                bands,
-                &options,
-            );
-            let iterations =
-                budgeted_iterations(options.iterations, SECONDS_BUDGET, per_evaluation);
-            per_evaluation * iterations as f64 + MIN_SEPARATION_REFINEMENT * n.powf(2.4)
+            let (_, per_evaluation) = general::estimate(workload, block, min_separation, &options);
+            let iterations = general::iteration_cap(&options, participation, block, per_evaluation);
+            per_evaluation * iterations as f64
+                + if refine {
+                    MIN_SEPARATION_REFINEMENT * n.powf(2.4)
+                } else {
+                    0.0
+                }
         }
-        _ => SECONDS_PER_CUBE * factor * m * m * m,
+        Participation::FixedEpochOrder { separation, .. } if separation < block => {
+            SECONDS_PER_CUBE * FIXED_EPOCH_FACTOR * m * m * m
+        }
+        _ => SECONDS_PER_CUBE * m * m * m,
     };
-    let seconds = optimum + SECONDS_PER_CUBE * 0.25 * n * n * n;
+    let matrices = match participation {
+        Participation::FixedEpochOrder { separation, .. } if *separation < block => {
+            FIXED_EPOCH_MATRICES
+        }
+        _ => 0.0,
+    };
+    // The factorization, fit and sensitivity of the whole mechanism are a few O(n³) products
+    // (about a quarter of a single-participation compile of n steps).
     Estimate {
         steps,
         bytes: BASE_BYTES + 8.0 * (MATRICES_AT_PEAK * n * n).max(matrices * m * m),
-        seconds,
+        seconds: optimum + SECONDS_PER_CUBE * 0.25 * n * n * n,
     }
 }
 
@@ -130,21 +139,51 @@ mod tests {
     /// with it.
     #[test]
     fn scales_and_inverts() {
-        let small = estimate(1000, 1000, &Participation::Single);
-        let large = estimate(2000, 2000, &Participation::Single);
+        let small = estimate(
+            1000,
+            1000,
+            &Participation::Single,
+            &Workload::PrefixSum,
+            true,
+        );
+        let large = estimate(
+            2000,
+            2000,
+            &Participation::Single,
+            &Workload::PrefixSum,
+            true,
+        );
         let ratio = (large.bytes - BASE_BYTES) / (small.bytes - BASE_BYTES);
         assert!((ratio - 4.0).abs() < 1e-9);
         assert!((large.seconds / small.seconds - 8.0).abs() < 1e-9);
         let n = largest_steps_within(small.bytes);
         assert!(n == 1000 || n == 999, "{n}");
-        assert!(estimate(n + 1, n + 1, &Participation::Single).bytes > small.bytes);
+        assert!(
+            estimate(
+                n + 1,
+                n + 1,
+                &Participation::Single,
+                &Workload::PrefixSum,
+                true
+            )
+            .bytes
+                > small.bytes
+        );
         // A stamped compile optimizes smaller blocks: cheaper in time, not in memory.
-        let stamped = estimate(2000, 500, &Participation::Single);
+        let stamped = estimate(
+            2000,
+            500,
+            &Participation::Single,
+            &Workload::PrefixSum,
+            true,
+        );
         assert!(stamped.seconds < large.seconds && stamped.bytes == large.bytes);
         let fixed = estimate(
             2000,
             2000,
             &Participation::fixed_epoch_order(20, 100).unwrap(),
+            &Workload::PrefixSum,
+            true,
         );
         assert!(fixed.seconds > large.seconds && fixed.bytes > large.bytes);
         // Stamped to blocks of a quarter, the optimizer's block no longer sets the peak.
@@ -152,8 +191,39 @@ mod tests {
             2000,
             500,
             &Participation::fixed_epoch_order(5, 100).unwrap(),
+            &Workload::PrefixSum,
+            true,
         );
         assert!(stamped_fixed.bytes == large.bytes);
+    }
+
+    /// Under min-separation the time is the banded optimizer's budgeted time (more for a custom
+    /// workload, held as its matrix) plus the refinement, when it runs; with `b` at least the
+    /// block the dense optimizer runs and the estimate is single participation's.
+    #[test]
+    fn min_separation_is_estimated_by_what_runs() {
+        let schema = Participation::min_separation(20, 100).unwrap();
+        let custom = Workload::Custom {
+            matrix: faer::Mat::identity(2000, 2000),
+            label: "custom".into(),
+        };
+        let at =
+            |workload: &Workload, refine: bool| estimate(2000, 2000, &schema, workload, refine);
+        let prefix = at(&Workload::PrefixSum, true);
+        assert!(at(&Workload::PrefixSum, false).seconds < prefix.seconds);
+        assert!(at(&custom, true).seconds > prefix.seconds);
+        let wide = Participation::min_separation(2, 2000).unwrap();
+        let single = estimate(
+            2000,
+            2000,
+            &Participation::Single,
+            &Workload::PrefixSum,
+            true,
+        );
+        assert_eq!(
+            estimate(2000, 2000, &wide, &Workload::PrefixSum, true).seconds,
+            single.seconds
+        );
     }
 
     #[test]

@@ -17,9 +17,7 @@ use crate::forms::banded::{CompileOptions, compile as compile_banded};
 use crate::forms::bandmf::{BandMfKind, BandMfOptions, Bands, compile_bandmf};
 use crate::forms::blt::{CompiledBlt, compile_blt, compile_blt_unbounded, horizon_errors};
 use crate::forms::fft::{FftKind, FftOptions, compile_fft};
-use crate::optimize::banded::general::{
-    GeneralOptions, SECONDS_BUDGET, Stopped, budgeted_iterations,
-};
+use crate::optimize::banded::general::{GeneralOptions, SECONDS_BUDGET, Stopped, iteration_cap};
 use crate::optimize::blt::optimize_blt;
 use crate::optimize::multi_epoch::MultiEpochOptions;
 use crate::optimize::optimum::{OptimumOptions, choose_stamps};
@@ -479,7 +477,14 @@ impl Job<'_> {
                 "the banded form's job got another form".into(),
             ));
         };
-        check_budget(request, stamps, steps, &self.participation, on_event)?;
+        check_budget(
+            request,
+            workload,
+            stamps,
+            steps,
+            &self.participation,
+            on_event,
+        )?;
         let a = workload.matrix(steps)?;
         let mut options = CompileOptions {
             optimum: OptimumOptions {
@@ -812,10 +817,14 @@ impl Job<'_> {
                 )
                 .into());
             }
-            // The cap the optimizer runs with: it stops earlier when it converges.
-            let iterations = budgeted_iterations(
-                GeneralOptions::default().iterations,
-                SECONDS_BUDGET,
+            // The cap the optimizer runs with (all rounds): it stops earlier when it converges.
+            let iterations = iteration_cap(
+                &GeneralOptions {
+                    seconds_budget: Some(SECONDS_BUDGET),
+                    ..GeneralOptions::default()
+                },
+                &participation,
+                steps,
                 seconds,
             ) as f64;
             if seconds * iterations >= 10.0 {
@@ -1004,6 +1013,7 @@ impl Job<'_> {
 /// available, unless `force`.
 fn check_budget(
     request: &CompileRequest,
+    workload: &Workload,
     stamps: Stamps,
     steps: usize,
     participation: &Participation,
@@ -1013,7 +1023,8 @@ fn check_budget(
         Stamps::Count(s) => s.max(1),
         Stamps::Auto => 1,
     };
-    let estimate = budget::estimate(steps, steps / stamps, participation);
+    let refine = matches!(request.form, FormSpec::Banded { refine, .. } if refine > 0);
+    let estimate = budget::estimate(steps, steps / stamps, participation, workload, refine);
     let gb = |bytes: f64| bytes / 1e9;
     let time = |seconds: f64| {
         if seconds < 120.0 {
@@ -1048,17 +1059,27 @@ fn check_budget(
         }
     }
     if estimate.seconds >= 10.0 || estimate.bytes >= 1e9 {
-        let how = if let Participation::MinSeparation { min_separation, .. } = participation {
-            let b = (*min_separation).min(steps);
-            format!(
-                " (under min-separation: the optimum over banded encoders, then the (h, r) fit \
-                 refined against pattern searches). Faster: --form bandmf ships that optimum \
-                 itself ({b} bands, {} floats of device state per coordinate; fewer with \
-                 --bands), --form blt is fitted in seconds (buffers + 2 floats)",
-                b + 2,
-            )
-        } else {
-            String::new()
+        let block = steps / stamps;
+        let how = match *participation {
+            Participation::MinSeparation { min_separation, .. } if min_separation < block => {
+                let b = min_separation;
+                // The device keeps b̂ rows, and for the prefix sum its running sum and
+                // compensation (as the compile report's "runtime memory").
+                let prefix = matches!(workload, Workload::PrefixSum);
+                let floats = b + 2 * usize::from(prefix);
+                format!(
+                    " (under min-separation: the optimum over banded encoders, then the (h, r) \
+                     fit refined against pattern searches). Faster: --form bandmf ships that \
+                     optimum itself ({b} bands, {floats} floats of device state per coordinate; \
+                     fewer with --bands){}",
+                    if prefix {
+                        ", --form blt is fitted in seconds (buffers + 2 floats)"
+                    } else {
+                        ""
+                    }
+                )
+            }
+            _ => String::new(),
         };
         on_event(Event::Warning(format!(
             "n = {steps}: the dense compile needs about {:.1} GB of memory{} and {} on a 2-core \

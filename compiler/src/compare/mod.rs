@@ -26,9 +26,11 @@ use crate::forms::banded::{CompileOptions, compile_from_optimum};
 use crate::forms::bandmf::{BandMfKind, BandMfOptions, Bands, compile_bandmf};
 use crate::forms::fft::{FftKind, FftOptions, compile_fft};
 use crate::optimize::blt::optimize_blt_family;
-use crate::optimize::optimum::{OptimumOptions, STAMP_CANDIDATES, certificate_holds, optimal_gram};
+use crate::optimize::optimum::{
+    OptimumOptions, STAMP_CANDIDATES, certificate_holds, optimal_gram, stamped_optima,
+};
 use crate::optimize::single::{Optimum, Progress};
-use crate::optimize::stamp::evaluate_gram;
+use crate::optimize::stamp::{Evaluated, evaluate_gram};
 use crate::optimize::toeplitz::{inverse_series, square_root_coefficients};
 use crate::privacy::participation::{Participation, sensitivity};
 use crate::ship::blob::BlobOptions;
@@ -88,6 +90,10 @@ pub struct CompareOptions {
     pub refine_iterations: usize,
     /// The neighbouring relation: replace-one doubles every sensitivity and noise figure.
     pub neighbouring: mfc_formats::Neighbouring,
+    /// Parts of the table computed at once, each on a thread of its own (`0`: as many as the
+    /// machine has cores). The peak memory is that of the parts running together; with `1`
+    /// each row's seconds are its own, not shared with the others.
+    pub threads: usize,
 }
 
 /// `sens(C)` under the schema, the per-step variances of `B` and the resulting row.
@@ -195,6 +201,7 @@ fn shipped_row(
 fn optimum_row(
     a: MatRef<'_, f64>,
     compile_options: &CompileOptions,
+    prefix: bool,
     progress: &mut dyn FnMut(&str),
 ) -> Result<(Row, (Optimum, Mat<f64>))> {
     let n = a.nrows();
@@ -218,9 +225,12 @@ fn optimum_row(
         .map(|i| dense.decoder.row(i).squared_norm_l2())
         .collect();
     // Under min-separation the optimum is a BandMF encoder with b̂ = b bands: the device keeps
-    // b̂ rows of w and the running sum (b̂ + 2 floats, as the BandMF rows and `mfc compile`).
+    // b̂ rows of w, and for the prefix sum the running sum and its compensation (b̂ + 2 floats,
+    // as the BandMF rows and `mfc compile`).
     let ram = match participation {
-        Participation::MinSeparation { min_separation, .. } => (*min_separation).min(n) + 2,
+        Participation::MinSeparation { min_separation, .. } => {
+            (*min_separation).min(n) + 2 * usize::from(prefix)
+        }
         _ => n,
     };
     let row = shipped_row(
@@ -238,11 +248,19 @@ fn optimum_row(
 /// that schema: the optimum (for min-separation, over banded encoders, next to the certified
 /// fixed-epoch floor), the compressed `(h, r)` mechanism, stamping, BLT with
 /// `1..=max_buffers` buffers, FFT, BandMF (banded Toeplitz and general, for any workload), the
-/// square root and the Honaker tree estimators. `progress` reports the optimizations (they
-/// dominate the time).
+/// square root and the Honaker tree estimators.
+///
+/// The table is computed in parts (the optimum and its compression, the floor, BandMF, FFT,
+/// BLT, stamping, the square root and the trees) on up to
+/// [`threads`](CompareOptions::threads) threads; the rows do not depend on the schedule, their
+/// seconds do (parts running together share the cores). `progress` gets a line when a part
+/// starts, fails or is done, and the parts' own lines.
 pub fn compare(options: &CompareOptions, progress: &mut dyn FnMut(&str)) -> Result<Vec<Row>> {
     let factor = options.neighbouring.sensitivity_factor();
-    let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
+    let threads = match options.threads {
+        0 => std::thread::available_parallelism().map_or(1, |t| t.get()),
+        t => t,
+    };
     let mut rows = compare_add_remove(options, threads, progress)?;
     // Replace-one: every row's sensitivity and noise is twice that of add/remove.
     for row in &mut rows {
@@ -279,16 +297,19 @@ enum Slot {
     Tree,
 }
 
-/// Runs `parts` (named for progress) on up to `threads` threads, the longest
-/// first as listed, and returns their rows in table order; the first error in list order, if
-/// any (after an error the parts not yet started are skipped). Every part is computed the same way on any number of threads, so the table does not
-/// depend on the schedule (its `seconds` do). `progress` is called on this thread, with
-/// "started" and "done" lines for every part and the parts' own lines.
+/// Runs `parts` (named for progress) on up to `threads` threads, taken in the order listed
+/// (the longest first), and returns their rows in table order, or the first error in list
+/// order: after an error or a panic the parts not started are skipped (a panic is resumed on
+/// this thread once the running parts end). Every part is computed the same way on any number
+/// of threads, so the rows do not depend on the schedule (their `seconds` do). `progress` is
+/// called on this thread with a "started", then a "done" or "failed" line for every part run,
+/// and the parts' own lines.
 fn run_parts(
     parts: Vec<(String, Part<'_>)>,
     threads: usize,
     progress: &mut dyn FnMut(&str),
 ) -> Result<Vec<Row>> {
+    use std::panic::AssertUnwindSafe;
     use std::sync::{Mutex, PoisonError, mpsc};
     let threads = threads.clamp(1, parts.len().max(1));
     let count = parts.len();
@@ -310,17 +331,28 @@ fn run_parts(
                     };
                     let started = Instant::now();
                     let _ = sender.send(format!("started: {name}"));
-                    let result = part(&|line: &str| {
-                        let _ = sender.send(format!("{name}: {line}"));
-                    });
-                    let _ = sender.send(format!(
-                        "done: {name} ({:.1} s)",
-                        started.elapsed().as_secs_f64()
-                    ));
-                    if result.is_err() {
-                        // The table fails with the first error: the parts not started are not run.
+                    let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                        part(&|line: &str| {
+                            let _ = sender.send(format!("{name}: {line}"));
+                        })
+                    }));
+                    let seconds = started.elapsed().as_secs_f64();
+                    if !matches!(outcome, Ok(Ok(_))) {
+                        // The table fails with the first error (or panic): the parts not started
+                        // are not run.
                         queue.lock().unwrap_or_else(PoisonError::into_inner).clear();
                     }
+                    let result = match outcome {
+                        Ok(result) => result,
+                        Err(panic) => {
+                            let _ = sender.send(format!("failed: {name} ({seconds:.1} s)"));
+                            std::panic::resume_unwind(panic);
+                        }
+                    };
+                    let _ = sender.send(match &result {
+                        Ok(_) => format!("done: {name} ({seconds:.1} s)"),
+                        Err(e) => format!("failed: {name} ({seconds:.1} s): {e}"),
+                    });
                     results.lock().unwrap_or_else(PoisonError::into_inner)[index] = Some(result);
                 }
             });
@@ -371,7 +403,8 @@ fn compare_add_remove(
         "the optimum and its banded-plus-low-rank compression".into(),
         Box::new(move |say| {
             let mut clock = Clock::start();
-            let (row, (optimum, x)) = optimum_row(a, compile_options, &mut |line| say(line))?;
+            let (row, (optimum, x)) =
+                optimum_row(a, compile_options, prefix, &mut |line| say(line))?;
             let optimum_row = clock.lap(row);
             say("banded-plus-low-rank compression");
             let compressed = compressed_row(a, options, compile_options, optimum, x)?;
@@ -381,7 +414,7 @@ fn compare_add_remove(
             ])
         }),
     ));
-    if let Some(fixed) = floor_schema(participation) {
+    if let Some(fixed) = floor_schema(participation)? {
         parts.push((
             "the certified fixed-epoch optimum (a floor)".into(),
             Box::new(move |_| Ok(vec![(Slot::Floor, floor_row(a, compile_options, fixed)?)])),
@@ -442,15 +475,18 @@ fn compare_add_remove(
 
 /// The fixed-epoch schema whose certified optimum floors a min-separation comparison, where its
 /// certificate holds (every `k` since issue 18).
-fn floor_schema(participation: &Participation) -> Option<Participation> {
-    match *participation {
+fn floor_schema(participation: &Participation) -> Result<Option<Participation>> {
+    Ok(match *participation {
         Participation::MinSeparation {
             max_participations,
             min_separation,
-        } => Participation::fixed_epoch_order(max_participations, min_separation).ok(),
+        } => Some(Participation::fixed_epoch_order(
+            max_participations,
+            min_separation,
+        )?),
         _ => None,
     }
-    .filter(certificate_holds)
+    .filter(certificate_holds))
 }
 
 /// The floor row: the dual bound of the certified fixed-epoch optimum.
@@ -524,25 +560,26 @@ fn compressed_row(
 
 /// The stamping row: the best by loss of the stamp counts above 1 that divide `n` (001 App.
 /// D.4, as [`choose_stamps`](crate::optimize::optimum::choose_stamps) without its `s = 1`, the
-/// optimum row itself), each optimum computed once; `None` when no count above 1 divides `n`.
+/// optimum row itself); `None` when no count above 1 divides `n`.
 fn stamped_row(a: MatRef<'_, f64>, compile_options: &CompileOptions) -> Result<Option<Row>> {
     let started = Instant::now();
-    let (n, participation) = (a.nrows(), &compile_options.optimum.participation);
-    let mut best: Option<(usize, crate::optimize::stamp::Evaluated)> = None;
-    for stamps in STAMP_CANDIDATES
-        .into_iter()
-        .filter(|&s| s > 1 && n % s == 0)
-    {
-        let stamped = OptimumOptions {
-            stamps,
-            ..compile_options.optimum.clone()
-        };
-        let (_, x) = optimal_gram(a, &stamped, &mut |_: &Progress| {})?;
-        let dense = evaluate_gram(a, x.as_ref(), participation)?;
-        if best.as_ref().is_none_or(|(_, b)| dense.loss < b.loss) {
-            best = Some((stamps, dense));
-        }
-    }
+    let n = a.nrows();
+    let mut best: Option<(usize, Evaluated)> = None;
+    let candidates: Vec<usize> = STAMP_CANDIDATES.into_iter().filter(|&s| s > 1).collect();
+    stamped_optima(
+        a,
+        &compile_options.optimum,
+        &candidates,
+        &mut |s, evaluated| {
+            // Ties and NaN as `choose_stamps` orders them: the first of equal losses, NaN last.
+            if best
+                .as_ref()
+                .is_none_or(|(_, b)| evaluated.loss.total_cmp(&b.loss).is_lt())
+            {
+                best = Some((s, evaluated));
+            }
+        },
+    )?;
     let Some((stamps, dense)) = best else {
         return Ok(None);
     };
@@ -769,6 +806,7 @@ mod tests {
                     bands: Bands::Fixed(8),
                     refine_iterations: 50,
                     neighbouring: mfc_formats::Neighbouring::AddOrRemove,
+                    threads: 0,
                 },
                 &mut |_| {},
             )
@@ -820,6 +858,7 @@ mod tests {
             bands: Bands::Fixed(4),
             refine_iterations: 20,
             neighbouring: mfc_formats::Neighbouring::AddOrRemove,
+            threads: 0,
         };
         let table = |threads: usize| {
             let mut lines = Vec::new();
@@ -846,5 +885,72 @@ mod tests {
         let serial = table(1);
         assert!(serial.len() > 10, "{serial:?}");
         assert_eq!(serial, table(3));
+    }
+
+    /// A failing part fails the table with its error, after the parts listed before it; on one
+    /// thread the parts listed after it never start, and every part run says when it started
+    /// and how it ended.
+    #[test]
+    fn a_failing_part_fails_the_table_and_skips_the_rest() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let ran = AtomicUsize::new(0);
+        let ran = &ran;
+        let ok = |slot: Slot| -> Part<'_> {
+            Box::new(move |_| {
+                ran.fetch_add(1, Ordering::SeqCst);
+                Ok(vec![(
+                    slot,
+                    Row {
+                        mechanism: format!("{slot:?}"),
+                        sqrt_loss: 1.0,
+                        max_step_stddev: 1.0,
+                        sensitivity_method: String::new(),
+                        ram_floats: 0,
+                        flops_per_step: 0,
+                        blob_bytes: None,
+                        streaming: true,
+                        lower_bound: false,
+                        per_step_stddev: Vec::new(),
+                        beyond_horizon: Vec::new(),
+                        seconds: 0.0,
+                    },
+                )])
+            })
+        };
+        let failing: Part<'_> = Box::new(|_| Err(crate::Error::Numerical("part 1".into())));
+        let mut lines = Vec::new();
+        let result = run_parts(
+            vec![
+                ("zero".into(), ok(Slot::Tree)),
+                ("one".into(), failing),
+                ("two".into(), ok(Slot::Optimum)),
+                ("three".into(), ok(Slot::Fft)),
+            ],
+            1,
+            &mut |line| lines.push(line.to_string()),
+        );
+        assert!(
+            matches!(&result, Err(crate::Error::Numerical(m)) if m == "part 1"),
+            "{result:?}"
+        );
+        assert_eq!(ran.load(Ordering::SeqCst), 1, "{lines:?}");
+        assert!(
+            lines.iter().any(|l| l.starts_with("failed: one")),
+            "{lines:?}"
+        );
+        assert!(!lines.iter().any(|l| l.contains("two")), "{lines:?}");
+        // Without a failure the rows come back in table order, whatever the list order.
+        let rows = run_parts(
+            vec![
+                ("zero".into(), ok(Slot::Tree)),
+                ("two".into(), ok(Slot::Optimum)),
+                ("three".into(), ok(Slot::Fft)),
+            ],
+            2,
+            &mut |_| {},
+        )
+        .unwrap();
+        let names: Vec<_> = rows.iter().map(|r| r.mechanism.as_str()).collect();
+        assert_eq!(names, ["Optimum", "Fft", "Tree"]);
     }
 }

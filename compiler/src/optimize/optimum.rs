@@ -14,7 +14,7 @@ use std::ops::ControlFlow;
 use crate::optimize::banded::general::{GeneralOptions, optimize_min_separation};
 use crate::optimize::multi_epoch::{MultiEpochOptions, optimize_multi_epoch};
 use crate::optimize::single::{OptimizeOptions, Optimum, Progress, optimize_single_participation};
-use crate::optimize::stamp::{evaluate_gram, stamp};
+use crate::optimize::stamp::{Evaluated, evaluate_gram, stamp};
 use crate::privacy::participation::Participation;
 use crate::{Error, Result};
 
@@ -130,25 +130,39 @@ pub const STAMP_CANDIDATES: [usize; 8] = [1, 2, 4, 5, 8, 10, 16, 20];
 /// optimum for every candidate dividing `n` and evaluates it under the participation schema of
 /// `options`. Returns `(s, loss)` for every candidate tried, best first.
 pub fn choose_stamps(a: MatRef<'_, f64>, options: &OptimumOptions) -> Result<Vec<(usize, f64)>> {
-    let n = a.nrows();
     let mut tried = Vec::new();
-    for s in STAMP_CANDIDATES.into_iter().filter(|s| n % s == 0) {
+    stamped_optima(a, options, &STAMP_CANDIDATES, &mut |s, evaluated| {
+        tried.push((s, evaluated.loss));
+    })?;
+    tried.sort_by(|p, q| p.1.total_cmp(&q.1));
+    Ok(tried)
+}
+
+/// For every stamp count `s` of `candidates` that divides `n`: the optimum of `n/s` steps
+/// stamped `s` times under `options`, evaluated under its participation schema and handed to
+/// `visit` (one at a time: the caller keeps what it needs).
+pub fn stamped_optima(
+    a: MatRef<'_, f64>,
+    options: &OptimumOptions,
+    candidates: &[usize],
+    visit: &mut dyn FnMut(usize, Evaluated),
+) -> Result<()> {
+    let n = a.nrows();
+    for &s in candidates.iter().filter(|&&s| s > 0 && n % s == 0) {
         let candidate = OptimumOptions {
             stamps: s,
             ..options.clone()
         };
         let (_, x) = optimal_gram(a, &candidate, &mut |_| {})?;
-        let evaluated = evaluate_gram(a, x.as_ref(), &options.participation)?;
-        tried.push((s, evaluated.loss));
+        visit(s, evaluate_gram(a, x.as_ref(), &options.participation)?);
     }
-    tried.sort_by(|p, q| p.1.total_cmp(&q.1));
-    Ok(tried)
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::optimize::stamp::{evaluate_gram, stamp};
+    use crate::optimize::stamp::{Evaluated, evaluate_gram, stamp};
     use crate::workload::Workload;
 
     /// Stamping is block-diagonal in C (so in X), the stamped factorization reproduces A, and

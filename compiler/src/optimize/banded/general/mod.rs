@@ -124,6 +124,47 @@ pub fn budgeted_iterations(iterations: usize, seconds: f64, per_evaluation: f64)
     iterations.min(((seconds / per_evaluation) as usize).max(MIN_BUDGET_ITERATIONS))
 }
 
+/// The rounds [`optimize_general`] runs: one per temperature for free norms under fixed epoch
+/// order, else one.
+fn round_count(options: &GeneralOptions, participation: &Participation, steps: usize) -> usize {
+    match (options.columns, windows(participation, steps)) {
+        (Columns::Free, None) => options.temperatures.len().max(1),
+        _ => 1,
+    }
+}
+
+/// The most iterations of one round of [`optimize_general`]: `options.iterations`, or under a
+/// [`seconds_budget`](GeneralOptions::seconds_budget) its share of the budget (the rounds share
+/// it) at `per_evaluation` seconds an evaluation ([`budgeted_iterations`]).
+fn round_iteration_cap(
+    options: &GeneralOptions,
+    participation: &Participation,
+    steps: usize,
+    per_evaluation: f64,
+) -> usize {
+    match options.seconds_budget {
+        Some(seconds) => {
+            let rounds = round_count(options, participation, steps) as f64;
+            budgeted_iterations(options.iterations, seconds / rounds, per_evaluation)
+        }
+        None => options.iterations,
+    }
+}
+
+/// The most iterations [`optimize_general`] runs over all its rounds under `options` and
+/// `participation`, at `per_evaluation` seconds an evaluation (as [`estimate`] gives it): what
+/// a compile's estimate multiplies by the time of an evaluation. The optimizer stops earlier
+/// when it converges.
+pub fn iteration_cap(
+    options: &GeneralOptions,
+    participation: &Participation,
+    steps: usize,
+    per_evaluation: f64,
+) -> usize {
+    round_count(options, participation, steps)
+        * round_iteration_cap(options, participation, steps, per_evaluation)
+}
+
 impl Default for GeneralOptions {
     fn default() -> Self {
         Self {
@@ -501,8 +542,9 @@ pub(crate) fn plan(
 /// operator, the band of `K`, the L-BFGS vectors: `plan`); the seconds are for the
 /// repository's 2-core machine (`seconds_per_evaluation`: `O(n·p²)` for a banded `A⁻¹`,
 /// `p = b̂ + 1` for the prefix sum and `b̂ + 2` for momentum; `O(n²·b̂)` for a custom `A`),
-/// measured with `cargo bench --bench banded_general -- eval`. An optimization takes 60 to 150 evaluations (BENCHMARKS, "General BandMF at
-/// training scale").
+/// measured with `cargo bench --bench banded_general -- eval`. Up to n = 10⁴ an optimization
+/// converges in 60 to 150 evaluations; [`iteration_cap`] bounds it (BENCHMARKS, "General BandMF
+/// at training scale").
 pub fn estimate(
     workload: &crate::workload::Workload,
     steps: usize,
@@ -587,18 +629,12 @@ pub fn optimize_general(
     let (n, h) = (problem.steps(), problem.bands);
     let start_loss = problem.loss(&start)?;
     let history = history_for(problem, options);
-    let max_iterations = match options.seconds_budget {
-        Some(seconds) => {
-            let per_evaluation = seconds_per_evaluation(n, h, problem.width());
-            // Shared by the rounds (fixed epoch order's temperatures).
-            let rounds = match (options.columns, windows(&problem.participation, n)) {
-                (Columns::Free, None) => options.temperatures.len().max(1),
-                _ => 1,
-            };
-            budgeted_iterations(options.iterations, seconds / rounds as f64, per_evaluation)
-        }
-        None => options.iterations,
-    };
+    let max_iterations = round_iteration_cap(
+        options,
+        &problem.participation,
+        n,
+        seconds_per_evaluation(n, h, problem.width()),
+    );
     let mut scratch = start.clone();
     let mut workspace = Workspace::default();
     let rounds: Vec<Formulation> = match (options.columns, windows(&problem.participation, n)) {
@@ -703,8 +739,9 @@ pub fn optimize_general(
 /// The optimum over banded encoders with `b̂ = min(b, n)` bands under `b`-min-separation: the
 /// largest band whose columns stay orthogonal within every pattern (with `b̂ = b` this is the
 /// min-separation recipe of jax_privacy's `dense.optimize(bands=min_sep)`), started from the
-/// banded Toeplitz optimum ([`super::toeplitz`], of the prefix sum when `A⁻¹` is banded) and optimized by [`optimize_general`] on the
-/// operator of `a` ([`Operator::from_matrix`]: banded `A⁻¹` for the prefix sum and momentum).
+/// banded Toeplitz optimum ([`super::toeplitz`], of the prefix sum when `A⁻¹` is banded) and
+/// optimized by [`optimize_general`] on the operator of `a` ([`Operator::from_matrix`]: banded
+/// `A⁻¹` for the prefix sum and momentum).
 /// Returned as an [`Optimum`] normalized to sensitivity 1, with no certificate
 /// (`dual_bound = 0`, `relative_gap = 1`): no dual bound holds under min-separation.
 /// `progress` gets each iteration's loss (`relative_gap` NaN: there is none) and stops the run,
