@@ -281,7 +281,10 @@ const FLOOR_GAP: f64 = 1e-4;
 
 /// One part of the table, computed on a thread of its own: its rows, each with the position
 /// ([`Slot`]) it takes in the table. `say` reports progress.
-type Part<'a> = Box<dyn FnOnce(&dyn Fn(&str)) -> Result<Vec<(Slot, Row)>> + Send + 'a>;
+type Part<'a> = Box<dyn FnOnce(&dyn Fn(&str)) -> PartRows + Send + 'a>;
+
+/// What a part computes: its rows, each with its place in the table.
+type PartRows = Result<Vec<(Slot, Row)>>;
 
 /// Where a row goes in the table: the order of the papers, whichever part finished first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -314,8 +317,7 @@ fn run_parts(
     let threads = threads.clamp(1, parts.len().max(1));
     let count = parts.len();
     let queue = Mutex::new(parts.into_iter().enumerate().collect::<Vec<_>>());
-    let results: Mutex<Vec<Option<Result<Vec<(Slot, Row)>>>>> =
-        Mutex::new((0..count).map(|_| None).collect());
+    let results: Mutex<Vec<Option<PartRows>>> = Mutex::new((0..count).map(|_| None).collect());
     let (sender, messages) = mpsc::channel::<String>();
     std::thread::scope(|scope| {
         for _ in 0..threads {

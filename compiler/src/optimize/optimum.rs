@@ -162,7 +162,7 @@ pub fn stamped_optima(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::optimize::stamp::{Evaluated, evaluate_gram, stamp};
+    use crate::optimize::stamp::{evaluate_gram, stamp};
     use crate::workload::Workload;
 
     /// Stamping is block-diagonal in C (so in X), the stamped factorization reproduces A, and
