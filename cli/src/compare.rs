@@ -51,8 +51,9 @@ pub struct Args {
     /// L-BFGS iterations of the (h, r) row's shipped-loss refinement.
     #[arg(long, default_value_t = 50, allow_negative_numbers = true, value_parser = options::refine)]
     refine: usize,
-    /// Parts of the table computed at once, each on its own thread (0: one per core). The
-    /// peak memory is that of the parts running together; with 1 each row's seconds are its own.
+    /// Parts of the table computed at once (0: one per core; a part may use more than one core
+    /// itself). The peak memory is that of the parts running together; with 1 the parts run one
+    /// after another and each row's seconds are its own.
     #[arg(long, default_value_t = 0)]
     threads: usize,
     /// Print JSON instead of a table.
@@ -68,7 +69,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         Some(args.steps),
     )?;
     let label = workload.label();
-    let mut status = Status::new("mfc compare", std::time::Instant::now())?;
+    let mut status = Status::new("mfc compare", std::time::Instant::now(), false)?;
     let rows = compare(
         &CompareOptions {
             workload,

@@ -52,9 +52,9 @@ pub struct Args {
     /// the prefix sum) [default: 256].
     #[arg(long, allow_negative_numbers = true, value_parser = options::max_bands)]
     max_bands: Option<usize>,
-    /// BandMF: a banded Toeplitz encoder (b̂ coefficients, optimized in O(n·b̂) per step for the
-    /// prefix sum, any horizon) instead of a general one (n × b̂ coefficients, O(n·b̂²) per
-    /// evaluation for the prefix sum and momentum, O(n²·b̂) for a custom workload).
+    /// BandMF: a banded Toeplitz encoder (b̂ coefficients, optimized in O(n·b̂) per evaluation
+    /// for the prefix sum, any horizon) instead of a general one (n × b̂ coefficients, O(n·b̂²)
+    /// per evaluation for the prefix sum and momentum, O(n²·b̂) for a custom workload).
     #[arg(long)]
     toeplitz: bool,
     /// BLT: buffers per coordinate [default: 4].
@@ -155,7 +155,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         force: args.force,
     }
     .request()?;
-    let mut status = Status::new("mfc compile", started)?;
+    let mut status = Status::new("mfc compile", started, true)?;
     let compiled = compile(&request, &mut |event| match event {
         Event::Progress(line) => status.say(&line),
         Event::Warning(line) => status.warn(&line),

@@ -190,7 +190,7 @@ fn compile_under_min_separation_estimates_before_the_work() {
         .unwrap();
     child.kill().unwrap();
     child.wait().unwrap();
-    assert!(first.starts_with("mfc: n = 2000: "), "{first}");
+    assert!(first.starts_with("mfc: warning: n = 2000: "), "{first}");
     for what in [
         " min on a 2-core machine",
         "--form bandmf",

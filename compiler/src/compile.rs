@@ -13,14 +13,14 @@ use mfc_formats::{Calibration, PrivacyTarget};
 use crate::Error;
 use crate::budget;
 use crate::forms::banded::compress::CompressOptions;
-use crate::forms::banded::{CompileOptions, compile as compile_banded};
+use crate::forms::banded::{CompileOptions, compile_from_optimum};
 use crate::forms::bandmf::{BandMfKind, BandMfOptions, Bands, compile_bandmf};
 use crate::forms::blt::{CompiledBlt, compile_blt, compile_blt_unbounded, horizon_errors};
 use crate::forms::fft::{FftKind, FftOptions, compile_fft};
 use crate::optimize::banded::general::{GeneralOptions, SECONDS_BUDGET, Stopped, iteration_cap};
 use crate::optimize::blt::optimize_blt;
 use crate::optimize::multi_epoch::MultiEpochOptions;
-use crate::optimize::optimum::{OptimumOptions, choose_stamps};
+use crate::optimize::optimum::{OptimumOptions, choose_stamps, optimal_gram};
 use crate::optimize::single::{OptimizeOptions, Progress};
 use crate::privacy::accountant::PldOptions;
 use crate::privacy::accountant::bandmf::{
@@ -538,7 +538,20 @@ impl Job<'_> {
             };
             on_event(Event::Progress(line));
         };
-        let mut compiled = compile_banded(a.as_ref(), band, rank, &options, &mut on_progress)?;
+        let (optimum, x) = optimal_gram(a.as_ref(), &options.optimum, &mut on_progress)?;
+        // The fit and its refinement report no progress of their own: a phase line, which a
+        // log repeats while it runs.
+        on_event(Event::Progress(format!(
+            "n = {steps}: fitting (h, r) = ({band}, {rank}) to the optimum{}",
+            match (refine, min_separation) {
+                (0, _) => "",
+                (_, false) => ", then refining the loss that ships",
+                (_, true) =>
+                    ", then refining the loss that ships against the worst patterns \
+                              a search finds (the longest phase under min-separation)",
+            }
+        )));
+        let mut compiled = compile_from_optimum(a.as_ref(), band, rank, &options, optimum, x)?;
         let written = crate::forms::banded::encode(&compiled, workload, &self.blob_options)?;
         compiled.sensitivity = written.sensitivity;
         let blob = written.bytes;
@@ -837,7 +850,8 @@ impl Job<'_> {
                 on_event(Event::Warning(format!(
                     "n = {steps}, {}{b} bands: the general BandMF optimizer takes up to about \
                      {time} on a 2-core machine (at most {iterations:.0} iterations of about \
-                     {seconds:.2} s; fewer when it converges) and {:.0} MB of memory",
+                     {seconds:.2} s; fewer when it converges) and {:.0} MB of memory; \
+                     --toeplitz optimizes a banded Toeplitz encoder in seconds",
                     if matches!(bands, Bands::Auto { .. }) {
                         "at most "
                     } else {
@@ -1069,9 +1083,9 @@ fn check_budget(
                 let floats = b + 2 * usize::from(prefix);
                 format!(
                     " (under min-separation: the optimum over banded encoders, then the (h, r) \
-                     fit refined against pattern searches). Faster: --form bandmf ships that \
-                     optimum itself ({b} bands, {floats} floats of device state per coordinate; \
-                     fewer with --bands){}",
+                     fit refined against the worst patterns a search finds). Faster: --form \
+                     bandmf ships that optimum itself (less error; {b} bands, {floats} floats of \
+                     device state per coordinate, fewer with --bands){}",
                     if prefix {
                         ", --form blt is fitted in seconds (buffers + 2 floats)"
                     } else {
@@ -1082,8 +1096,9 @@ fn check_budget(
             _ => String::new(),
         };
         on_event(Event::Warning(format!(
-            "n = {steps}: the dense compile needs about {:.1} GB of memory{} and {} on a 2-core \
+            "n = {steps}: the {} compile needs about {:.1} GB of memory{} and {} on a 2-core \
              machine{how}",
+            if how.is_empty() { "dense" } else { "(h, r)" },
             gb(estimate.bytes),
             available.map_or(String::new(), |a| format!(" ({:.1} GB available)", gb(a))),
             time(estimate.seconds)

@@ -180,7 +180,9 @@ pub fn compile_bandmf(
             let c = optimize(&problem, bands, None, &options.toeplitz, &mut |_, l| {
                 progress(&format!("banded Toeplitz, {bands} bands"), l)
             })?;
-            tried.push((bands, problem.error(&c)?.loss.sqrt()));
+            let loss = problem.error(&c)?.loss;
+            progress(&format!("banded Toeplitz, {bands} bands, optimized"), loss);
+            tried.push((bands, loss.sqrt()));
             (bands, c)
         }
         Bands::Auto { max } => {
@@ -198,7 +200,12 @@ pub fn compile_bandmf(
                     &options.toeplitz,
                     &mut |_, l| progress(&format!("auto: banded Toeplitz, {bands} bands"), l),
                 )?;
-                tried.push((bands, problem.error(&c)?.loss.sqrt()));
+                let loss = problem.error(&c)?.loss;
+                progress(
+                    &format!("auto: banded Toeplitz, {bands} bands, optimized"),
+                    loss,
+                );
+                tried.push((bands, loss.sqrt()));
                 optima.push(c);
             }
             let best = tried.iter().map(|t| t.1).fold(f64::INFINITY, f64::min);
