@@ -66,7 +66,7 @@ enum Command {
     Inspect(inspect::Args),
     /// Convert between (ε, δ) and the noise multiplier σ of a normalized mechanism.
     Calibrate(calibrate::Args),
-    /// Compare mechanism families for the prefix sum at equal privacy (one table).
+    /// Compare mechanism families at equal privacy for one workload and schema (one table).
     Compare(compare::Args),
     /// Stream inputs (CSV or .npy) through a blob on the host and write the releases.
     Simulate(simulate::Args),

@@ -986,6 +986,10 @@ impl Job<'_> {
                         "; the optimizer stopped at its budget of {iterations} iterations \
                          ({SECONDS_BUDGET:.0} s of estimated time on a 2-core machine)"
                     ),
+                    // One band under single participation: the start is optimal (bandmf.rs).
+                    Some((Stopped::Converged, 0)) => {
+                        "; the start is optimal, the optimizer did not run".to_string()
+                    }
                     Some((Stopped::Converged, iterations)) => {
                         format!("; the optimizer converged after {iterations} iterations")
                     }
