@@ -1,5 +1,6 @@
-//! One table over the mechanism families for the prefix sum at equal privacy: what `mfc compare`
-//! prints. Every loss is `sens²·‖B‖_F²` with the sensitivity computed under the same
+//! One table over the mechanism families at equal privacy, for one workload (the BLT, FFT,
+//! square-root and tree rows for the prefix sum only) and one participation schema: what `mfc
+//! compare` prints. Every loss is `sens²·‖B‖_F²` with the sensitivity computed under the same
 //! participation schema by [`participation::sensitivity`](crate::privacy::participation::sensitivity)
 //! from the encoder itself (exact where 001 Eq. 3 applies, else an upper bound, as reported).
 //!
