@@ -77,7 +77,8 @@ pub fn estimate(
     let n = steps as f64;
     let block = block.clamp(1, steps.max(1));
     let m = block as f64;
-    let optimum = match *participation {
+    // The optimum's seconds and the m × m matrices it holds at its peak.
+    let (optimum, matrices) = match *participation {
         // The optimum over banded encoders with b̂ = b bands (`optimal_gram` takes it when
         // b < m), up to its iteration budget, then the refinement against pattern searches.
         Participation::MinSeparation { min_separation, .. } if min_separation < block => {
@@ -87,23 +88,18 @@ pub fn estimate(
             };
             let (_, per_evaluation) = general::estimate(workload, block, min_separation, &options);
             let iterations = general::iteration_cap(&options, participation, block, per_evaluation);
-            per_evaluation * iterations as f64
-                + if refine {
-                    MIN_SEPARATION_REFINEMENT * n.powf(2.4)
-                } else {
-                    0.0
-                }
+            let refinement = if refine {
+                MIN_SEPARATION_REFINEMENT * n.powf(2.4)
+            } else {
+                0.0
+            };
+            (per_evaluation * iterations as f64 + refinement, 0.0)
         }
-        Participation::FixedEpochOrder { separation, .. } if separation < block => {
-            SECONDS_PER_CUBE * FIXED_EPOCH_FACTOR * m * m * m
-        }
-        _ => SECONDS_PER_CUBE * m * m * m,
-    };
-    let matrices = match participation {
-        Participation::FixedEpochOrder { separation, .. } if *separation < block => {
-            FIXED_EPOCH_MATRICES
-        }
-        _ => 0.0,
+        Participation::FixedEpochOrder { separation, .. } if separation < block => (
+            SECONDS_PER_CUBE * FIXED_EPOCH_FACTOR * m * m * m,
+            FIXED_EPOCH_MATRICES,
+        ),
+        _ => (SECONDS_PER_CUBE * m * m * m, 0.0),
     };
     // The factorization, fit and sensitivity of the whole mechanism are a few O(n³) products
     // (about a quarter of a single-participation compile of n steps).

@@ -301,6 +301,11 @@ enum Slot {
     Tree,
 }
 
+/// `rows`, each to go at `slot` in the table.
+fn in_slot(slot: Slot, rows: Vec<Row>) -> Vec<(Slot, Row)> {
+    rows.into_iter().map(|row| (slot, row)).collect()
+}
+
 /// Runs `parts` (named for progress) on up to `threads` threads, taken in the order listed
 /// (the longest first), and returns their rows in table order, or the first error in list
 /// order: after an error or a panic the parts not started are skipped (a panic is resumed on
@@ -425,31 +430,16 @@ fn compare_add_remove(
     }
     parts.push((
         "BandMF (banded Toeplitz, then general)".into(),
-        Box::new(move |say| {
-            Ok(bandmf_rows(options, say)?
-                .into_iter()
-                .map(|row| (Slot::BandMf, row))
-                .collect())
-        }),
+        Box::new(move |say| Ok(in_slot(Slot::BandMf, bandmf_rows(options, say)?))),
     ));
     if prefix {
         parts.push((
             "FFT".into(),
-            Box::new(move |_| {
-                Ok(fft_rows(options)?
-                    .into_iter()
-                    .map(|row| (Slot::Fft, row))
-                    .collect())
-            }),
+            Box::new(move |_| Ok(in_slot(Slot::Fft, fft_rows(options)?))),
         ));
         parts.push((
             "BLT".into(),
-            Box::new(move |_| {
-                Ok(blt_rows(options)?
-                    .into_iter()
-                    .map(|row| (Slot::Blt, row))
-                    .collect())
-            }),
+            Box::new(move |_| Ok(in_slot(Slot::Blt, blt_rows(options)?))),
         ));
     }
     if participation.max_participations() > 1 {
@@ -468,7 +458,7 @@ fn compare_add_remove(
             "the square root and the trees".into(),
             Box::new(move |_| {
                 let mut rows = vec![(Slot::SquareRoot, square_root_row(options)?)];
-                rows.extend(tree_rows(options)?.into_iter().map(|row| (Slot::Tree, row)));
+                rows.extend(in_slot(Slot::Tree, tree_rows(options)?));
                 Ok(rows)
             }),
         ));
