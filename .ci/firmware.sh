@@ -12,8 +12,12 @@
 # verify, and each lowered by 1% (CRC recomputed on the device) must be refused. The signed firmware checks a signed
 # blob's Ed25519 signature (feature signature) and refuses it with one bit flipped or under
 # another key.
+# The banded telemetry build and the verify firmware run on a Cortex-M0 (microbit) and a
+# Cortex-M33 (mps2-an505) too: releases bit for bit with the host, a corrupted blob exits 2, and
+# the verified bounds equal the M4F's.
 # Leaves the logs in target/firmware/ (.ci/run hands them to the workspace tests).
-# Needs qemu-system-arm and the thumbv7em-none-eabihf target (.ci/run installs them).
+# Needs qemu-system-arm and the thumbv7em-none-eabihf, thumbv6m-none-eabi and
+# thumbv8m.main-none-eabihf targets (.ci/run installs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -107,9 +111,57 @@ if [ "$status" -ne 0 ] || ! grep -q "bytes verified" "$logs/signed.log"; then
   exit 1
 fi
 
+echo "-- the smallest and the newest cores: Cortex-M0 (microbit, 16 KiB RAM) and M33 (mps2-an505)"
+# The banded telemetry firmware, bit for bit with the host (compared below); a corrupted blob
+# exits 2; the verify firmware's bounds have the M4F's bits (the M0 keeps 4 KiB of scratch and
+# skips the one blob that needs more).
+for board in m0 m33; do
+  case $board in
+    m0) target=thumbv6m-none-eabi machine=(-machine microbit -cpu cortex-m0) verified=7 ;;
+    m33) target=thumbv8m.main-none-eabihf machine=(-machine mps2-an505 -cpu cortex-m33) verified=8 ;;
+  esac
+  (cd "$fw" && cargo build --release --target "$target" --bin telemetry --bin verify)
+  (cd "$fw" && cargo build --release --target "$target" --bin telemetry --features corrupt-blob \
+     --target-dir target/corrupt)
+  board_qemu=(timeout 300 qemu-system-arm "${machine[@]}" -nographic
+              -semihosting-config enable=on,target=native)
+  status=0
+  "${board_qemu[@]}" -kernel "$fw/target/$target/release/telemetry" >"$logs/telemetry-$board.log" \
+    || status=$?
+  tail -n 1 "$logs/telemetry-$board.log"
+  if [ "$status" -ne 0 ]; then
+    echo "$board firmware exited with $status (expected 0)" >&2
+    exit 1
+  fi
+  status=0
+  "${board_qemu[@]}" -kernel "$fw/target/corrupt/$target/release/telemetry" \
+    >"$logs/corrupt-$board.log" 2>&1 || status=$?
+  if [ "$status" -ne 2 ] || ! grep -q "blob checksum mismatch" "$logs/corrupt-$board.log"; then
+    cat "$logs/corrupt-$board.log"
+    echo "$board: corrupted-blob firmware exited with $status (expected 2 and a checksum error)" >&2
+    exit 1
+  fi
+  echo "$board: corrupted blob refused, exit code 2"
+  status=0
+  "${board_qemu[@]}" -icount shift=6 -kernel "$fw/target/$target/release/verify" \
+    >"$logs/verify-$board.log" || status=$?
+  grep -v 'lowered 1%' "$logs/verify-$board.log" | cut -d';' -f1
+  # Each verdict and bound, without the board's instructions and stack, is one of the M4F's.
+  missing=$(grep ': verified, ' "$logs/verify-$board.log" | cut -d';' -f1 \
+    | grep -vxF -f <(grep ': verified, ' "$logs/verify.log" | cut -d';' -f1) || true)
+  if [ "$status" -ne 0 ] || [ -n "$missing" ] \
+    || [ "$(grep -c ': verified, ' "$logs/verify-$board.log")" -ne "$verified" ] \
+    || [ "$(grep -c 'lowered 1%: refused' "$logs/verify-$board.log")" -ne "$verified" ]; then
+    echo "$board verify firmware exited with $status (expected 0, $verified verified with the" \
+      "M4F's bounds, $verified refused); differing: $missing" >&2
+    exit 1
+  fi
+done
+
 echo "-- compare with the host reference"
 MFC_FIRMWARE_LOG="$PWD/$logs/telemetry.log" MFC_FIRMWARE_DRIFT_LOG="$PWD/$logs/drift.log" \
   MFC_FIRMWARE_BANDMF_LOG="$PWD/$logs/bandmf.log" MFC_FIRMWARE_BLT_LOG="$PWD/$logs/blt.log" \
+  MFC_FIRMWARE_M0_LOG="$PWD/$logs/telemetry-m0.log" MFC_FIRMWARE_M33_LOG="$PWD/$logs/telemetry-m33.log" \
   cargo test --release -p mfc-tests --test firmware -- --include-ignored --nocapture
 
 echo "-- the corrupted blob must be refused with exit code 2"

@@ -31,17 +31,27 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
+# `budget.sh --footprint` prints only the footprint table (no logging: what a firmware pays per
+# feature), which `.ci/footprint.py` compares with the README's; `budget.sh` prints everything.
+MODE=${1:-all}
 SHIFT=6
+# Instructions of the firmware's calibration loop (`systick::LOOP_INSTRUCTIONS`): each bench run
+# prints the ticks it took on its board (`loop=`), so ticks convert to instructions on any board.
+LOOP_INSTRUCTIONS=20000
 QEMU=(qemu-system-arm -machine mps2-an386 -cpu cortex-m4 -nographic
       -semihosting-config enable=on,target=native)
-ELF_DIR=thumbv7em-none-eabihf/release
+# One target directory for every build: the dependencies are built once per feature set, and
+# each program is copied out under its own name (target/budget/elf/NAME).
+BUILD_TARGET=thumbv7em-none-eabihf
 
-build() { # target-dir features bin [env...]
-  local dir=$1 features=$2 bin=$3
+build() { # name features bin [env...]
+  local name=$1 features=$2 bin=$3
   shift 3
-  env "$@" cargo build --quiet --release --target-dir "target/$dir" --bin "$bin" \
-    ${features:+--features "$features"} >&2
-  echo "target/$dir/$ELF_DIR/$bin"
+  env "$@" cargo build --quiet --release --target-dir target/budget --target "$BUILD_TARGET" \
+    --bin "$bin" ${features:+--features "$features"} >&2
+  mkdir -p target/budget/elf
+  cp "target/budget/$BUILD_TARGET/release/$bin" "target/budget/elf/$name"
+  echo "target/budget/elf/$name"
 }
 
 section() { # elf section -> bytes
@@ -53,11 +63,16 @@ code() { # elf -> ".text .rodata"
   echo "$(section "$1" .text) $(section "$1" .rodata)"
 }
 
+if [ "$MODE" = --footprint ]; then
+  loggings=(plain)
+else
+  loggings=(plain defmt)
+fi
 echo "### Code size (thumbv7em-none-eabihf, opt-level \"s\", LTO, codegen-units 1; blob excluded)"
 echo
 echo "| runtime part | logging | .text | .rodata | .text + .rodata |"
 echo "|---|---|---|---|---|"
-for logging in plain defmt; do
+for logging in "${loggings[@]}"; do
   extra=""
   [ "$logging" = defmt ] && extra="defmt,"
   elf=$(build "size-base-$logging" "${extra}size-baseline" size)
@@ -108,6 +123,9 @@ for logging in plain defmt; do
   done
 done
 echo
+if [ "$MODE" = --footprint ]; then
+  exit 0
+fi
 echo "Largest symbols of the stream build with defmt (\`arm-none-eabi-nm --size-sort -S\`, bytes):"
 echo
 echo '```text'
@@ -126,7 +144,8 @@ for blob in telemetry.mfc h6r6.mfc blt.mfc bandmf.mfc bandmf-general.mfc; do
     steps=$(field steps) empty=$(field empty)
     horizons+=("$steps")
     instr() { # ticks, intervals -> instructions per interval
-      awk -v t="$1" -v n="$2" -v e="$empty" -v s=$SHIFT 'BEGIN { printf "%.0f", (t - n * e) * 40 / 2^s / n }'
+      awk -v t="$1" -v n="$2" -v e="$empty" -v l="$(field loop)" -v i=$LOOP_INSTRUCTIONS \
+        'BEGIN { printf "%.0f", (t - n * e) * i / l / n }'
     }
     [ "$(field d)" = "$d" ] || { echo "budget.sh: bench run with d = $(field d), not $d" >&2; exit 1; }
     ws=$(( $(field workspace_floats) * 4 ))
@@ -159,3 +178,36 @@ echo
 echo "| (h, r), BLT m or BandMF b̂ | d | workspace (h + r + 2)·d·4 B, (m + 2)·d·4 B or (b̂ + 2)·d·4 B | stream struct B | stack B (step + checkpoint) | instructions / step | / checkpoint | restore | blob check |"
 echo "|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
+echo
+
+# The same banded telemetry bench (telemetry.mfc, d = 4) on the three cores QEMU runs, and the
+# static RAM of the telemetry firmware (.data + .bss + .uninit, stack excluded) and its .text.
+echo "### Cores (telemetry.mfc, (h, r) = (4, 4), d = 4, QEMU -icount shift=$SHIFT)"
+echo
+echo "| core (QEMU machine, target) | instructions / step | / checkpoint | restore | blob check | stack B (step + checkpoint) | telemetry firmware .text B | static RAM B |"
+echo "|---|---|---|---|---|---|---|---|"
+for board in m4f m0 m33; do
+  case $board in
+    m4f) BUILD_TARGET=thumbv7em-none-eabihf machine=(-machine mps2-an386 -cpu cortex-m4)
+         label="Cortex-M4F (mps2-an386, thumbv7em-none-eabihf)" ;;
+    m0) BUILD_TARGET=thumbv6m-none-eabi machine=(-machine microbit -cpu cortex-m0)
+        label="Cortex-M0 (microbit, thumbv6m-none-eabi)" ;;
+    m33) BUILD_TARGET=thumbv8m.main-none-eabihf machine=(-machine mps2-an505 -cpu cortex-m33)
+         label="Cortex-M33 (mps2-an505, thumbv8m.main-none-eabihf)" ;;
+  esac
+  elf=$(build "bench-core-$board" bench telemetry MFC_FIRMWARE_BLOB="$PWD/telemetry.mfc" MFC_FIRMWARE_DIM=4)
+  line=$(timeout 120 qemu-system-arm "${machine[@]}" -nographic \
+    -semihosting-config enable=on,target=native -icount shift=$SHIFT -kernel "$elf")
+  [[ $line == bench* ]] || { echo "budget.sh: $board bench run printed: $line" >&2; exit 1; }
+  field() { sed -n "s/.* $1=\([0-9a-f]*\).*/\1/p" <<<"$line"; }
+  steps=$(field steps) empty=$(field empty)
+  instr() {
+    awk -v t="$1" -v n="$2" -v e="$empty" -v l="$(field loop)" -v i=$LOOP_INSTRUCTIONS \
+      'BEGIN { printf "%.0f", (t - n * e) * i / l / n }'
+  }
+  firmware=$(build "telemetry-$board" "" telemetry)
+  ram=$(( $(section "$firmware" .data) + $(section "$firmware" .bss) + $(section "$firmware" .uninit) ))
+  echo "| $label | $(instr "$(field step_total)" "$steps") | $(instr "$(field checkpoint_total)" "$steps") | $(
+    instr "$(field restore)" 1) | $(instr "$(field load)" 1) | $(field stack_bytes) | $(
+    section "$firmware" .text) | $ram |"
+done

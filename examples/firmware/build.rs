@@ -18,19 +18,40 @@ use std::path::PathBuf;
 use mfc_formats::{Mechanism, Workload};
 use mfc_runtime::Shape;
 
-/// MPS2-AN386 (Cortex-M4F): 4 MiB of code memory at 0, 4 MiB of SRAM at 0x2000_0000.
-const MEMORY: &str = "MEMORY
-{
-  FLASH : ORIGIN = 0x00000000, LENGTH = 4M
-  RAM : ORIGIN = 0x20000000, LENGTH = 4M
+/// The memory of the board QEMU runs each target on (`.ci/firmware.sh`).
+///
+/// - `thumbv7em-none-eabihf`, Cortex-M4F, `mps2-an386`: 4 MiB of code memory at 0, 4 MiB of SRAM
+///   at `0x2000_0000`.
+/// - `thumbv6m-none-eabi`, Cortex-M0, `microbit` (nRF51822): 256 KiB of flash at 0, 16 KiB of
+///   RAM at `0x2000_0000`.
+/// - `thumbv8m.main-none-eabihf`, Cortex-M33, `mps2-an505`: the core boots in the secure state
+///   with its vector table at `0x1000_0000`, the secure alias of the 4 MiB SSRAM1; RAM is the
+///   secure alias of SSRAM2 and 3, 4 MiB at `0x3800_0000`.
+fn memory(target: &str) -> &'static str {
+    match target {
+        "thumbv6m-none-eabi" => {
+            "MEMORY\n{\n  FLASH : ORIGIN = 0x00000000, LENGTH = 256K\n  RAM : ORIGIN = 0x20000000, LENGTH = 16K\n}\n"
+        }
+        "thumbv8m.main-none-eabihf" | "thumbv8m.main-none-eabi" => {
+            "MEMORY\n{\n  FLASH : ORIGIN = 0x10000000, LENGTH = 4M\n  RAM : ORIGIN = 0x38000000, LENGTH = 4M\n}\n"
+        }
+        _ => {
+            "MEMORY\n{\n  FLASH : ORIGIN = 0x00000000, LENGTH = 4M\n  RAM : ORIGIN = 0x20000000, LENGTH = 4M\n}\n"
+        }
+    }
 }
-";
 
 fn main() {
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets it"));
 
-    fs::write(out.join("memory.x"), MEMORY).expect("write memory.x");
+    let target = env::var("TARGET").expect("cargo sets TARGET");
+    fs::write(out.join("memory.x"), memory(&target)).expect("write memory.x");
+    // The Cortex-M0 board's 16 KiB of RAM: the verify firmware keeps less scratch there.
+    println!("cargo::rustc-check-cfg=cfg(mfc_ram_16k)");
+    if target == "thumbv6m-none-eabi" {
+        println!("cargo::rustc-cfg=mfc_ram_16k");
+    }
     println!("cargo:rustc-link-search={}", out.display());
     println!("cargo:rustc-link-arg=-Tlink.x");
     if env::var_os("CARGO_FEATURE_DEFMT").is_some() {

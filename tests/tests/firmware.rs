@@ -20,7 +20,8 @@
 //!
 //! `MFC_FIRMWARE_LOG`, `MFC_FIRMWARE_BANDMF_LOG`, `MFC_FIRMWARE_BLT_LOG` and
 //! `MFC_FIRMWARE_DRIFT_LOG` name the captured QEMU outputs of the three telemetry builds and the
-//! drift firmware; `.ci/firmware.sh` sets them and runs the comparisons. Built with `CI=true`
+//! drift firmware, `MFC_FIRMWARE_M0_LOG` and `MFC_FIRMWARE_M33_LOG` those of the banded telemetry
+//! build on a Cortex-M0 and a Cortex-M33; `.ci/firmware.sh` sets them and runs the comparisons. Built with `CI=true`
 //! (`.ci/run`) the comparisons are ordinary tests and fail when a log is missing; otherwise they
 //! are ignored (listed as such by `cargo test`), and the host-side checks run alone: the
 //! firmware's reboot protocol replayed on the host equals the uninterrupted stream, and the drift
@@ -208,6 +209,33 @@ fn the_bandmf_firmware_output_under_qemu_equals_the_host_reference() {
     let bytes = blob("bandmf.mfc");
     let text = qemu_log("MFC_FIRMWARE_BANDMF_LOG");
     compare_log(&text, &bytes, &bandmf::reference(&bytes));
+}
+
+/// The telemetry firmware built for the smallest and the newest cores QEMU runs: the Cortex-M0
+/// (`thumbv6m-none-eabi`, `microbit`: no FPU, so every `f32` operation is a soft-float routine)
+/// and the Cortex-M33 (`thumbv8m.main-none-eabihf`, `mps2-an505`). Their releases must equal the
+/// host's bit for bit, as the Cortex-M4F's do: the soft-float routines round as IEEE-754 does.
+#[test]
+#[cfg_attr(
+    not(mfc_ci),
+    ignore = "needs MFC_FIRMWARE_M0_LOG from .ci/firmware.sh, which runs it (required with CI=true)"
+)]
+fn the_cortex_m0_firmware_output_equals_the_host_reference() {
+    let bytes = blob("telemetry.mfc");
+    let text = qemu_log("MFC_FIRMWARE_M0_LOG");
+    compare_log(&text, &bytes, &banded::reference(&bytes));
+}
+
+/// As [`the_cortex_m0_firmware_output_equals_the_host_reference`], on the Cortex-M33.
+#[test]
+#[cfg_attr(
+    not(mfc_ci),
+    ignore = "needs MFC_FIRMWARE_M33_LOG from .ci/firmware.sh, which runs it (required with CI=true)"
+)]
+fn the_cortex_m33_firmware_output_equals_the_host_reference() {
+    let bytes = blob("telemetry.mfc");
+    let text = qemu_log("MFC_FIRMWARE_M33_LOG");
+    compare_log(&text, &bytes, &banded::reference(&bytes));
 }
 
 /// The drift firmware's blobs, in the order it streams them, by the form name it prints.

@@ -36,6 +36,8 @@ pub struct Bench {
     pub checkpointing: u64,
     pub restoring: u64,
     pub empty: u64,
+    /// Ticks of [`crate::systick::LOOP_INSTRUCTIONS`] instructions: the clock of this board.
+    pub loop_ticks: u64,
     pub stack_bytes: usize,
     pub checksum: u32,
 }
@@ -105,7 +107,7 @@ mod text {
     pub fn bench(b: &super::Bench) {
         match b.form {
             super::Form::Banded { band_rank } => semihosting::println!(
-                "bench h={} r={} d={} steps={} workspace_floats={} stream_bytes={} stack_bytes={} ticks: load={} step_total={} checkpoint_total={} restore={} empty={} checksum={:08x}",
+                "bench h={} r={} d={} steps={} workspace_floats={} stream_bytes={} stack_bytes={} ticks: load={} step_total={} checkpoint_total={} restore={} empty={} loop={} checksum={:08x}",
                 band_rank.0,
                 band_rank.1,
                 b.dim,
@@ -118,10 +120,11 @@ mod text {
                 b.checkpointing,
                 b.restoring,
                 b.empty,
+                b.loop_ticks,
                 b.checksum
             ),
             super::Form::BandMf { bands, toeplitz } => semihosting::println!(
-                "bench bandmf b={} kind={} d={} steps={} workspace_floats={} stream_bytes={} stack_bytes={} ticks: load={} step_total={} checkpoint_total={} restore={} empty={} checksum={:08x}",
+                "bench bandmf b={} kind={} d={} steps={} workspace_floats={} stream_bytes={} stack_bytes={} ticks: load={} step_total={} checkpoint_total={} restore={} empty={} loop={} checksum={:08x}",
                 bands,
                 if toeplitz { "toeplitz" } else { "general" },
                 b.dim,
@@ -134,10 +137,11 @@ mod text {
                 b.checkpointing,
                 b.restoring,
                 b.empty,
+                b.loop_ticks,
                 b.checksum
             ),
             super::Form::Blt { buffers } => semihosting::println!(
-                "bench blt m={} d={} steps={} workspace_floats={} stream_bytes={} stack_bytes={} ticks: load={} step_total={} checkpoint_total={} restore={} empty={} checksum={:08x}",
+                "bench blt m={} d={} steps={} workspace_floats={} stream_bytes={} stack_bytes={} ticks: load={} step_total={} checkpoint_total={} restore={} empty={} loop={} checksum={:08x}",
                 buffers,
                 b.dim,
                 b.steps,
@@ -149,10 +153,11 @@ mod text {
                 b.checkpointing,
                 b.restoring,
                 b.empty,
+                b.loop_ticks,
                 b.checksum
             ),
             super::Form::Fft { block } => semihosting::println!(
-                "bench fft m={} d={} steps={} workspace_floats={} stream_bytes={} stack_bytes={} ticks: load={} step_total={} checkpoint_total={} restore={} empty={} checksum={:08x}",
+                "bench fft m={} d={} steps={} workspace_floats={} stream_bytes={} stack_bytes={} ticks: load={} step_total={} checkpoint_total={} restore={} empty={} loop={} checksum={:08x}",
                 block,
                 b.dim,
                 b.steps,
@@ -164,6 +169,7 @@ mod text {
                 b.checkpointing,
                 b.restoring,
                 b.empty,
+                b.loop_ticks,
                 b.checksum
             ),
         }
@@ -212,7 +218,7 @@ mod text {
     pub fn bench(b: &super::Bench) {
         match b.form {
             super::Form::Banded { band_rank } => defmt::info!(
-                "bench h={=u32} r={=u32} d={=usize} steps={=u32} stack_bytes={=usize} ticks: step_total={=u64} checkpoint_total={=u64} restore={=u64} empty={=u64}",
+                "bench h={=u32} r={=u32} d={=usize} steps={=u32} stack_bytes={=usize} ticks: step_total={=u64} checkpoint_total={=u64} restore={=u64} empty={=u64} loop={=u64}",
                 band_rank.0,
                 band_rank.1,
                 b.dim,
@@ -221,10 +227,11 @@ mod text {
                 b.stepping,
                 b.checkpointing,
                 b.restoring,
-                b.empty
+                b.empty,
+                b.loop_ticks
             ),
             super::Form::BandMf { bands, toeplitz } => defmt::info!(
-                "bench bandmf b={=u32} toeplitz={=bool} d={=usize} steps={=u32} stack_bytes={=usize} ticks: step_total={=u64} checkpoint_total={=u64} restore={=u64} empty={=u64}",
+                "bench bandmf b={=u32} toeplitz={=bool} d={=usize} steps={=u32} stack_bytes={=usize} ticks: step_total={=u64} checkpoint_total={=u64} restore={=u64} empty={=u64} loop={=u64}",
                 bands,
                 toeplitz,
                 b.dim,
@@ -233,10 +240,11 @@ mod text {
                 b.stepping,
                 b.checkpointing,
                 b.restoring,
-                b.empty
+                b.empty,
+                b.loop_ticks
             ),
             super::Form::Blt { buffers } => defmt::info!(
-                "bench blt m={=usize} d={=usize} steps={=u32} stack_bytes={=usize} ticks: step_total={=u64} checkpoint_total={=u64} restore={=u64} empty={=u64}",
+                "bench blt m={=usize} d={=usize} steps={=u32} stack_bytes={=usize} ticks: step_total={=u64} checkpoint_total={=u64} restore={=u64} empty={=u64} loop={=u64}",
                 buffers,
                 b.dim,
                 b.steps,
@@ -244,10 +252,11 @@ mod text {
                 b.stepping,
                 b.checkpointing,
                 b.restoring,
-                b.empty
+                b.empty,
+                b.loop_ticks
             ),
             super::Form::Fft { block } => defmt::info!(
-                "bench fft m={=u32} d={=usize} steps={=u32} stack_bytes={=usize} ticks: step_total={=u64} checkpoint_total={=u64} restore={=u64} empty={=u64}",
+                "bench fft m={=u32} d={=usize} steps={=u32} stack_bytes={=usize} ticks: step_total={=u64} checkpoint_total={=u64} restore={=u64} empty={=u64} loop={=u64}",
                 block,
                 b.dim,
                 b.steps,
@@ -255,7 +264,8 @@ mod text {
                 b.stepping,
                 b.checkpointing,
                 b.restoring,
-                b.empty
+                b.empty,
+                b.loop_ticks
             ),
         }
     }

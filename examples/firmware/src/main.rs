@@ -180,6 +180,7 @@ fn run() -> Result<(), Error> {
     stream.restore(&blob, black_box(&slot), &counter)?;
     let restoring = timer.since(t);
     let empty = timer.overhead();
+    let loop_ticks = timer.loop_ticks();
     log::bench(&log::Bench {
         steps,
         dim: DIM,
@@ -207,6 +208,7 @@ fn run() -> Result<(), Error> {
         checkpointing,
         restoring,
         empty,
+        loop_ticks,
         stack_bytes,
         checksum,
     });

@@ -1,6 +1,6 @@
 //! Measuring on the emulator: SysTick clocked from the core counts executed instructions under
-//! `qemu -icount shift=N` (mps2-an386: 25 MHz, so instructions = ticks · 40 / 2^N), and the stack
-//! high-water mark by painting. Intervals longer than `2²⁴` ticks (about 10⁷ instructions at
+//! `qemu -icount shift=N` (mps2-an386: 25 MHz, so instructions = ticks · 40 / 2^N; every board is
+//! calibrated by [`Timer::loop_ticks`]), and the stack high-water mark by painting. Intervals longer than `2²⁴` ticks (about 10⁷ instructions at
 //! `shift=6`) need the wraps counted ([`Timer::start_counting_wraps`], [`Timer::ticks`]).
 
 use core::sync::atomic::{AtomicU32, Ordering};
@@ -13,13 +13,19 @@ static WRAPS: AtomicU32 = AtomicU32::new(0);
 
 #[exception]
 fn SysTick() {
-    WRAPS.fetch_add(1, Ordering::Relaxed);
+    // Only this handler writes: a load and a store (ARMv6-M has no atomic read-modify-write).
+    WRAPS.store(WRAPS.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
 }
 
 /// SysTick as a free-running 24-bit down-counter of core clock ticks.
 pub struct Timer(SYST);
 
 const MASK: u32 = 0x00ff_ffff;
+
+/// Turns of the calibration loop ([`Timer::loop_ticks`]).
+const LOOP_TURNS: u32 = 10_000;
+/// Instructions of the calibration loop's difference: two per turn.
+pub const LOOP_INSTRUCTIONS: u64 = 2 * LOOP_TURNS as u64;
 
 impl Timer {
     /// Takes SysTick and starts it from the core clock, without interrupts.
@@ -67,6 +73,28 @@ impl Timer {
     #[inline(always)]
     pub fn since(&self, start: u32) -> u64 {
         u64::from(start.wrapping_sub(SYST::get_current()) & MASK)
+    }
+
+    /// Ticks of [`LOOP_INSTRUCTIONS`] instructions: a count-down loop of two instructions per
+    /// turn (`subs`, `bne`), timed for `2L` and for `L` turns, the difference. Each board clocks
+    /// SysTick differently (mps2-an386 25 MHz, microbit 16 MHz, mps2-an505 20 MHz), so the bench
+    /// reports its clock in instructions and `budget.sh` converts with it.
+    pub fn loop_ticks(&self) -> u64 {
+        let turns = |n: u32| {
+            let t = self.now();
+            // Safety: a register-only loop; it touches no memory and no stack.
+            unsafe {
+                core::arch::asm!(
+                    "2:",
+                    "subs {n}, #1",
+                    "bne 2b",
+                    n = inout(reg) n => _,
+                    options(nomem, nostack),
+                );
+            }
+            self.since(t)
+        };
+        turns(2 * LOOP_TURNS) - turns(LOOP_TURNS)
     }
 
     /// Ticks of an empty measurement (to subtract per measured interval).
