@@ -180,11 +180,12 @@ echo "|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
 echo
 
-# The same banded telemetry bench (telemetry.mfc, d = 4) on the three cores QEMU runs, and the
-# static RAM of the telemetry firmware (.data + .bss + .uninit, stack excluded) and its .text.
+# The same banded telemetry bench (telemetry.mfc, d = 4) on the three cores QEMU runs: its RAM
+# (.data + .bss + .uninit, and the stack of the whole run, painted from `main`: workspace,
+# checkpoint slot, stream and step), and the .text of the telemetry firmware.
 echo "### Cores (telemetry.mfc, (h, r) = (4, 4), d = 4, QEMU -icount shift=$SHIFT)"
 echo
-echo "| core (QEMU machine, target) | instructions / step | / checkpoint | restore | blob check | stack B (step + checkpoint) | telemetry firmware .text B | static RAM B |"
+echo "| core (QEMU machine, target) | instructions / step | / checkpoint | restore | blob check | stack B (step + checkpoint) | RAM B (whole run) | telemetry firmware .text B |"
 echo "|---|---|---|---|---|---|---|---|"
 for board in m4f m0 m33; do
   case $board in
@@ -206,8 +207,9 @@ for board in m4f m0 m33; do
       'BEGIN { printf "%.0f", (t - n * e) * i / l / n }'
   }
   firmware=$(build "telemetry-$board" "" telemetry)
-  ram=$(( $(section "$firmware" .data) + $(section "$firmware" .bss) + $(section "$firmware" .uninit) ))
+  ram=$(( $(section "$elf" .data) + $(section "$elf" .bss) + $(section "$elf" .uninit)
+          + $(field whole_stack_bytes) ))
   echo "| $label | $(instr "$(field step_total)" "$steps") | $(instr "$(field checkpoint_total)" "$steps") | $(
-    instr "$(field restore)" 1) | $(instr "$(field load)" 1) | $(field stack_bytes) | $(
-    section "$firmware" .text) | $ram |"
+    instr "$(field restore)" 1) | $(instr "$(field load)" 1) | $(field stack_bytes) | $ram | $(
+    section "$firmware" .text) |"
 done

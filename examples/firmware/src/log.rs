@@ -39,6 +39,8 @@ pub struct Bench {
     /// Ticks of [`crate::systick::LOOP_INSTRUCTIONS`] instructions: the clock of this board.
     pub loop_ticks: u64,
     pub stack_bytes: usize,
+    /// Stack of the whole run (its arrays: workspace, checkpoint slot, stream), from `main`.
+    pub whole_stack_bytes: usize,
     pub checksum: u32,
 }
 
@@ -107,7 +109,7 @@ mod text {
     pub fn bench(b: &super::Bench) {
         match b.form {
             super::Form::Banded { band_rank } => semihosting::println!(
-                "bench h={} r={} d={} steps={} workspace_floats={} stream_bytes={} stack_bytes={} ticks: load={} step_total={} checkpoint_total={} restore={} empty={} loop={} checksum={:08x}",
+                "bench h={} r={} d={} steps={} workspace_floats={} stream_bytes={} stack_bytes={} whole_stack_bytes={} ticks: load={} step_total={} checkpoint_total={} restore={} empty={} loop={} checksum={:08x}",
                 band_rank.0,
                 band_rank.1,
                 b.dim,
@@ -115,6 +117,7 @@ mod text {
                 b.workspace_floats,
                 b.stream_bytes,
                 b.stack_bytes,
+                b.whole_stack_bytes,
                 b.load,
                 b.stepping,
                 b.checkpointing,
@@ -124,7 +127,7 @@ mod text {
                 b.checksum
             ),
             super::Form::BandMf { bands, toeplitz } => semihosting::println!(
-                "bench bandmf b={} kind={} d={} steps={} workspace_floats={} stream_bytes={} stack_bytes={} ticks: load={} step_total={} checkpoint_total={} restore={} empty={} loop={} checksum={:08x}",
+                "bench bandmf b={} kind={} d={} steps={} workspace_floats={} stream_bytes={} stack_bytes={} whole_stack_bytes={} ticks: load={} step_total={} checkpoint_total={} restore={} empty={} loop={} checksum={:08x}",
                 bands,
                 if toeplitz { "toeplitz" } else { "general" },
                 b.dim,
@@ -132,6 +135,7 @@ mod text {
                 b.workspace_floats,
                 b.stream_bytes,
                 b.stack_bytes,
+                b.whole_stack_bytes,
                 b.load,
                 b.stepping,
                 b.checkpointing,
@@ -141,13 +145,14 @@ mod text {
                 b.checksum
             ),
             super::Form::Blt { buffers } => semihosting::println!(
-                "bench blt m={} d={} steps={} workspace_floats={} stream_bytes={} stack_bytes={} ticks: load={} step_total={} checkpoint_total={} restore={} empty={} loop={} checksum={:08x}",
+                "bench blt m={} d={} steps={} workspace_floats={} stream_bytes={} stack_bytes={} whole_stack_bytes={} ticks: load={} step_total={} checkpoint_total={} restore={} empty={} loop={} checksum={:08x}",
                 buffers,
                 b.dim,
                 b.steps,
                 b.workspace_floats,
                 b.stream_bytes,
                 b.stack_bytes,
+                b.whole_stack_bytes,
                 b.load,
                 b.stepping,
                 b.checkpointing,
@@ -157,13 +162,14 @@ mod text {
                 b.checksum
             ),
             super::Form::Fft { block } => semihosting::println!(
-                "bench fft m={} d={} steps={} workspace_floats={} stream_bytes={} stack_bytes={} ticks: load={} step_total={} checkpoint_total={} restore={} empty={} loop={} checksum={:08x}",
+                "bench fft m={} d={} steps={} workspace_floats={} stream_bytes={} stack_bytes={} whole_stack_bytes={} ticks: load={} step_total={} checkpoint_total={} restore={} empty={} loop={} checksum={:08x}",
                 block,
                 b.dim,
                 b.steps,
                 b.workspace_floats,
                 b.stream_bytes,
                 b.stack_bytes,
+                b.whole_stack_bytes,
                 b.load,
                 b.stepping,
                 b.checkpointing,

@@ -71,7 +71,14 @@ struct Persistent {
 
 #[entry]
 fn main() -> ! {
-    match run() {
+    // The bench run reports the stack of the whole run too: everything below this frame.
+    #[cfg(feature = "bench")]
+    let whole = systick::StackProbe::paint();
+    #[cfg(feature = "bench")]
+    let result = run(&whole);
+    #[cfg(not(feature = "bench"))]
+    let result = run();
+    match result {
         Ok(()) => log::exit(0),
         Err(e) => {
             log::error(e);
@@ -145,7 +152,8 @@ fn run() -> Result<(), Error> {
 /// The budget run: instructions (SysTick under `qemu -icount`) for loading the blob, a step, a
 /// checkpoint and a restore; nothing is printed between the marks.
 #[cfg(feature = "bench")]
-fn run() -> Result<(), Error> {
+#[inline(never)]
+fn run(whole: &systick::StackProbe) -> Result<(), Error> {
     use core::hint::black_box;
     let timer = systick::Timer::start();
     let t = timer.now();
@@ -210,6 +218,7 @@ fn run() -> Result<(), Error> {
         empty,
         loop_ticks,
         stack_bytes,
+        whole_stack_bytes: whole.used(),
         checksum,
     });
     Ok(())
