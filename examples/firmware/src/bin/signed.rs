@@ -6,9 +6,10 @@
 //! (SysTick under `qemu -icount shift=6`, with its wraps counted: instructions = ticks · 40 / 64)
 //! and the stack it took.
 //!
-//! Built with feature `signature` it verifies with the runtime (`mfc_runtime::signature`,
-//! ed25519-dalek); with feature `salty` (comparison only) with the `salty` crate; with neither it
-//! only parses the blob, the baseline of the code-size comparison (`README.md`, "Budget").
+//! Built with feature `signature` it verifies with the runtime (`mfc_runtime::signature`: salty
+//! under `verify_strict`'s rules); with feature `dalek` or `compact` (comparison only, issue 33)
+//! with ed25519-dalek's `verify_strict` or ed25519-compact; with none it only parses the blob, the
+//! baseline of the code-size comparison (`README.md`, "Signed blobs").
 //!
 //! Exit codes (semihosting): 0 verified and both refused, 1 otherwise, 3 a hard fault, 101 a
 //! panic.
@@ -54,21 +55,32 @@ fn verify(bytes: &[u8], key: &[u8; 32]) -> bool {
     mfc_runtime::signature::from_signed_bytes(bytes, key).is_ok()
 }
 
-#[cfg(all(feature = "salty", not(feature = "signature")))]
+#[cfg(all(feature = "dalek", not(feature = "signature")))]
 fn verify(bytes: &[u8], key: &[u8; 32]) -> bool {
     let Some(signed) = split_signed(bytes) else {
         return false;
     };
-    let Ok(key) = salty::PublicKey::try_from(key) else {
+    let Ok(key) = ed25519_dalek::VerifyingKey::from_bytes(key) else {
         return false;
     };
-    let signature = salty::Signature::from(signed.signature);
+    let signature = ed25519_dalek::Signature::from_bytes(signed.signature);
+    key.verify_strict(signed.blob, &signature).is_ok()
+        && mfc_runtime::Mechanism::from_bytes(signed.blob).is_ok()
+}
+
+#[cfg(all(feature = "compact", not(any(feature = "signature", feature = "dalek"))))]
+fn verify(bytes: &[u8], key: &[u8; 32]) -> bool {
+    let Some(signed) = split_signed(bytes) else {
+        return false;
+    };
+    let key = ed25519_compact::PublicKey::new(*key);
+    let signature = ed25519_compact::Signature::new(*signed.signature);
     key.verify(signed.blob, &signature).is_ok()
         && mfc_runtime::Mechanism::from_bytes(signed.blob).is_ok()
 }
 
 /// The baseline: split and parse only (no signature check; measurement only).
-#[cfg(not(any(feature = "signature", feature = "salty")))]
+#[cfg(not(any(feature = "signature", feature = "dalek", feature = "compact")))]
 fn verify(bytes: &[u8], key: &[u8; 32]) -> bool {
     key == &PUBLIC
         && split_signed(bytes).is_some_and(|s| mfc_runtime::Mechanism::from_bytes(s.blob).is_ok())
@@ -84,9 +96,11 @@ fn main() -> ! {
     let elapsed = timer.ticks() - start;
     let stack_bytes = stack.used();
     let verifier = if cfg!(feature = "signature") {
-        "ed25519-dalek (mfc_runtime::signature)"
-    } else if cfg!(feature = "salty") {
-        "salty"
+        "salty (mfc_runtime::signature)"
+    } else if cfg!(feature = "dalek") {
+        "ed25519-dalek"
+    } else if cfg!(feature = "compact") {
+        "ed25519-compact"
     } else {
         "none (baseline: parse only)"
     };
@@ -97,7 +111,7 @@ fn main() -> ! {
         elapsed * 40 / 64
     );
     let mut ok = good;
-    if cfg!(any(feature = "signature", feature = "salty")) {
+    if cfg!(any(feature = "signature", feature = "dalek", feature = "compact")) {
         let mut copy = [0u8; 4096];
         let copy = &mut copy[..SIGNED.len()];
         copy.copy_from_slice(SIGNED);
