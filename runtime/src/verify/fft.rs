@@ -56,7 +56,7 @@
 
 use mfc_formats::{F32Table, Fft, FftKind, SensitivityMethod};
 
-use super::{Bounded, GROW, TINY, TWO_U, Unverifiable, UpperSum, solve_up, sqrt_up, value};
+use super::{Bounded, GROW, TINY, TWO_U, Unverifiable, UpperSum, forms, solve_up, sqrt_up, value};
 
 /// The `f64`s of scratch [`bound`] needs for a block of `m` steps.
 pub(super) fn scratch_len(d: &Fft<'_>) -> usize {
@@ -100,13 +100,22 @@ fn exact(v: f64) -> Bounded {
 /// An upper bound on the sensitivity of the stored FFT decoder `d` (module docs), before the
 /// neighbouring relation's factor: single participation for `epochs = None`, fixed epoch order
 /// `(k', b)` otherwise, where the blob's recorded `method` decides whether the absolute-Gram
-/// bound is the quantity to check.
-pub(super) fn bound(
+/// bound is the quantity to check. Only the schemas of `FORMS` are linked ([`super::forms`]);
+/// another is [`Unverifiable::Form`].
+pub(super) fn bound<const FORMS: u8>(
     d: &Fft<'_>,
     epochs: Option<(usize, usize)>,
     method: SensitivityMethod,
     scratch: &mut [f64],
 ) -> Result<f64, Unverifiable> {
+    let linked = match epochs {
+        None => FORMS & forms::SINGLE != 0,
+        Some(_) => FORMS & forms::FIXED_EPOCH_ORDER != 0,
+    };
+    if !linked {
+        return Err(Unverifiable::Form);
+    }
+    let epochs = epochs.filter(|_| FORMS & forms::FIXED_EPOCH_ORDER != 0);
     let m = d.block as usize;
     let n = m.saturating_mul(d.stamps as usize);
     let (x, rest) = scratch.split_at_mut(m);
