@@ -56,7 +56,9 @@
 
 use mfc_formats::{F32Table, Fft, FftKind, SensitivityMethod};
 
-use super::{Bounded, GROW, TINY, TWO_U, Unverifiable, UpperSum, forms, solve_up, sqrt_up, value};
+use super::{
+    Bounded, GROW, TINY, TWO_U, Unverifiable, UpperSum, forms, larger, solve_up, sqrt_up, value,
+};
 
 /// The `f64`s of scratch [`bound`] needs for a block of `m` steps.
 pub(super) fn scratch_len(d: &Fft<'_>) -> usize {
@@ -201,7 +203,7 @@ fn patterns(
                 sum.add(upper);
             }
         }
-        best = best.max(sum.value());
+        best = larger(best, sum.value());
     }
     Ok(best)
 }
@@ -373,7 +375,7 @@ fn residual_norm(x: &[f64], t: &[f64], work: &mut [f64]) -> f64 {
         if a.is_nan() || b.is_nan() {
             f64::NAN
         } else {
-            a.max(b)
+            larger(a, b)
         }
     });
     worst * (1.0 + (m as f64 + 2.0) * TWO_U) * GROW
@@ -429,7 +431,7 @@ fn block_sums(x: &[f64], prefixes: &[f64]) -> f64 {
             if best.is_nan() || q.is_nan() {
                 f64::NAN
             } else {
-                best.max(q)
+                larger(best, q)
             }
         })
 }

@@ -29,7 +29,7 @@
 
 use mfc_formats::{BandMfKind, Decoder, F32Table, Validated, Workload};
 
-use super::{TWO_U, blt_residual, forms};
+use super::{TWO_U, blt_residual, forms, larger, smaller};
 
 /// `x` lowered by its rounding: `N` non-negative terms summed, or one correctly rounded
 /// operation (`terms = 0`).
@@ -82,7 +82,7 @@ pub(crate) fn lower_bound_of<const FORMS: u8>(
                     sum += x * x;
                     terms += 1;
                 }
-                best = best.max(down(sum, terms));
+                best = larger(best, down(sum, terms));
             }
             down(super::sqrt::sqrt(best), 0)
         }
@@ -114,7 +114,7 @@ pub(crate) fn lower_bound_of<const FORMS: u8>(
                     .diagonal_row(j)
                     .and_then(|row| row.get(0))
                     .map_or(f64::INFINITY, |x| f64::from(x).abs());
-                smallest = smallest.min(pivot);
+                smallest = smaller(smallest, pivot);
             }
             down(1.0 / smallest, 0)
         }

@@ -207,6 +207,7 @@ impl Bounded {
         Self { v, e: 0.0 }
     }
 
+    #[inline(never)]
     fn add(self, o: Self) -> Self {
         let v = self.v + o.v;
         Self {
@@ -219,6 +220,7 @@ impl Bounded {
         self.add(Self { v: -o.v, e: o.e })
     }
 
+    #[inline(never)]
     fn mul(self, o: Self) -> Self {
         let v = self.v * o.v;
         Self {
@@ -229,6 +231,7 @@ impl Bounded {
     }
 
     /// An upper bound on `|exact|`.
+    #[inline(never)]
     fn abs_upper(self) -> f64 {
         (self.v.abs() + self.e) * GROW
     }
@@ -274,8 +277,21 @@ fn upper(a: f64, b: f64) -> f64 {
     if a.is_nan() || b.is_nan() {
         f64::NAN
     } else {
-        a.max(b)
+        larger(a, b)
     }
+}
+
+/// `f64::max(a, b)` (the other operand when one is NaN, as IEEE maxNum), in comparisons the
+/// verifier links anyway: `f64::max` calls `fmax` on a Cortex-M4F (no `f64` unit).
+#[inline(never)]
+fn larger(a: f64, b: f64) -> f64 {
+    if a.is_nan() || a < b { b } else { a }
+}
+
+/// `f64::min(a, b)` (the other operand when one is NaN), as [`larger`].
+#[inline(never)]
+fn smaller(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b < a { b } else { a }
 }
 
 /// An upper bound on a sum of non-negative upper bounds, added in `f64`: the recursive sum of
@@ -569,18 +585,30 @@ pub fn verify_only<const FORMS: u8>(
             Some(floor) if recorded < floor => Err(understated(floor)),
             _ => Ok(Verdict::Unverifiable(why)),
         },
-        Ok(bound) if recorded >= bound => Ok(Verdict::Verified { recorded, bound }),
+        Ok(bound) if bound <= recorded => Ok(Verdict::Verified { recorded, bound }),
         Ok(bound) => Err(understated(bound)),
     }
 }
 
-/// `⌈x⌉` clamped to `[1, 10⁹]` (0 for NaN), as `libm::ceil(x).clamp(1.0, 1e9) as u32` without
-/// linking `ceil`: clamping first changes nothing (`1` and `10⁹` are integers), and a value of
-/// `[1, 10⁹]` truncated is exact in `f64`.
+/// `⌈x⌉` clamped to `[1, 10⁹]` (1 for NaN), as `libm::ceil(x).clamp(1.0, 1e9) as u32`, on the
+/// bits: the order of non-negative `f64`s is that of their bits, and below `2⁵²` the integer
+/// part is the mantissa shifted right by `52 − exponent`, the fraction the bits shifted out. No
+/// `ceil`, no float-to-integer conversion (whose saturation links two more `f64` comparisons).
 fn ceil_ppb(x: f64) -> u32 {
-    let x = x.clamp(1.0, 1e9);
-    let t = x as u32;
-    if f64::from(t) < x { t + 1 } else { t }
+    const MOST: u32 = 1_000_000_000;
+    let bits = x.to_bits();
+    let magnitude = bits & !(1 << 63);
+    if bits >> 63 == 1 || bits <= 1f64.to_bits() || magnitude > f64::INFINITY.to_bits() {
+        return 1;
+    }
+    if bits >= f64::from(MOST).to_bits() {
+        return MOST;
+    }
+    // 1 < x < 10⁹: exponent 0..=29.
+    let shift = 52 - ((bits >> 52) as u32 - 1023);
+    let mantissa = (bits & ((1 << 52) - 1)) | 1 << 52;
+    let fraction = mantissa & ((1 << shift) - 1);
+    (mantissa >> shift) as u32 + u32::from(fraction != 0)
 }
 
 /// `√x` rounded up (the square root is correctly rounded; the margin covers it).
@@ -622,7 +650,7 @@ fn bandmf<const FORMS: u8>(
     let Some((k, b)) = ks else {
         return Ok(match d.kind {
             BandMfKind::Toeplitz => column(0),
-            _ => (0..steps).map(column).fold(0.0, f64::max),
+            _ => (0..steps).map(column).fold(0.0, larger),
         });
     };
     if d.bands() > b {
@@ -644,7 +672,7 @@ fn bandmf<const FORMS: u8>(
                 for j in (start..steps).step_by(b).take(k) {
                     window.add(column(j));
                 }
-                best = best.max(window.value());
+                best = larger(best, window.value());
             }
             total.add(best);
         }
@@ -668,7 +696,7 @@ fn bandmf<const FORMS: u8>(
                     } else {
                         0.0
                     };
-                    store(scratch, (j - 1) * b + slot, with.max(without));
+                    store(scratch, (j - 1) * b + slot, larger(with, without));
                 }
             }
             // Each value is a sum of at most k rounded additions of upper bounds.
@@ -790,7 +818,7 @@ fn blt<const FORMS: u8>(
             let mut later = None;
             for x in majorant.iter_mut().rev() {
                 if let Some(next) = later {
-                    *x = x.max(next);
+                    *x = larger(*x, next);
                 }
                 later = Some(*x);
             }
@@ -844,13 +872,45 @@ mod tests {
             999_999_999.2,
             1e9,
             1e9 + 0.5,
+            4.5e9,
             f64::INFINITY,
-        ] {
-            assert_eq!(
-                super::ceil_ppb(x),
-                libm::ceil(x).clamp(1.0, 1e9) as u32,
-                "{x}"
-            );
+            -f64::NAN,
+            f64::MAX,
+            f64::from_bits(1),
+        ]
+        .into_iter()
+        .chain((0..100_000).map(|i| 1.0 + f64::from(i) * 10_007.37))
+        .chain((0..64).map(|e| libm::ldexp(1.0, e)))
+        {
+            // NaN: libm gives 0; the shortfall is at least 1 ppb (`Error::SensitivityUnderstated`).
+            let expected = if x.is_nan() {
+                1
+            } else {
+                libm::ceil(x).clamp(1.0, 1e9) as u32
+            };
+            assert_eq!(super::ceil_ppb(x), expected, "{x}");
+        }
+    }
+
+    /// `larger` and `smaller` are `f64::max` and `f64::min`, NaN operands included.
+    #[test]
+    fn the_maximum_and_minimum_are_those_of_f64() {
+        let values = [
+            f64::NAN,
+            f64::NEG_INFINITY,
+            -2.0,
+            -0.5,
+            0.0,
+            0.5,
+            2.0,
+            f64::INFINITY,
+        ];
+        for a in values {
+            for b in values {
+                let same = |x: f64, y: f64| x == y || (x.is_nan() && y.is_nan());
+                assert!(same(super::larger(a, b), a.max(b)), "max({a}, {b})");
+                assert!(same(super::smaller(a, b), a.min(b)), "min({a}, {b})");
+            }
         }
     }
 

@@ -17,13 +17,16 @@
 
 /// `√x`, correctly rounded (module docs).
 pub(super) fn sqrt(x: f64) -> f64 {
-    if x.is_nan() || x < 0.0 {
-        return f64::NAN;
-    }
-    if x == 0.0 || x == f64::INFINITY {
+    // The special cases on the bits (no `f64` comparison to link).
+    let bits = x.to_bits();
+    let (negative, magnitude) = (bits >> 63 == 1, bits & !(1 << 63));
+    let infinity = f64::INFINITY.to_bits();
+    if magnitude == 0 || (magnitude == infinity && !negative) {
         return x;
     }
-    let bits = x.to_bits();
+    if negative || magnitude > infinity {
+        return f64::NAN;
+    }
     let fraction = bits & ((1 << 52) - 1);
     let biased = (bits >> 52) as i32;
     // x = mantissa · 2^exponent, mantissa in [2⁵², 2⁵³).
@@ -37,16 +40,12 @@ pub(super) fn sqrt(x: f64) -> f64 {
         mantissa <<= 1;
         exponent -= 1;
     }
-    // q = ⌊√(mantissa · 2⁵⁴)⌋: the radicand's bit pairs from the top, pair i at bits 2i + 1, 2i
-    // (those of the mantissa from i = 27 on).
-    let (mut q, mut r) = (0u64, 0u64);
-    for i in (0..54).rev() {
-        let pair = if i >= 27 {
-            (mantissa >> (2 * i - 54)) & 3
-        } else {
-            0
-        };
-        r = (r << 2) | pair;
+    // q = ⌊√(mantissa · 2⁵⁴)⌋: the radicand's 54 bit pairs from the top, the mantissa's 27
+    // (shifted to the top of `radicand`, which shifts them out two by two) and 27 zero pairs.
+    let (mut q, mut r, mut radicand) = (0u64, 0u64, mantissa << 10);
+    for _ in 0..54 {
+        r = (r << 2) | (radicand >> 62);
+        radicand <<= 2;
         let trial = (q << 2) | 1;
         q <<= 1;
         if r >= trial {
