@@ -159,3 +159,8 @@ echo
 echo "| (h, r), BLT m or BandMF b̂ | d | workspace (h + r + 2)·d·4 B, (m + 2)·d·4 B or (b̂ + 2)·d·4 B | stream struct B | stack B (step + checkpoint) | instructions / step | / checkpoint | restore | blob check |"
 echo "|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
+
+# --- Issue 33: verification code size per form (verify-budget.sh prints its own table) ---
+echo
+./verify-budget.sh
+# --- end of issue 33 ---
