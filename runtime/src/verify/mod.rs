@@ -56,7 +56,7 @@
 //! encoder), which refuses gross understatement even where no upper bound can be certified.
 //!
 //! **Paying only for the forms a program verifies.** [`verify`] dispatches on the blob's decoder
-//! at run time, so a program that calls it links every form's verifier (about 33 KB of a
+//! at run time, so a program that calls it links every form's verifier (about 31 KB of a
 //! Cortex-M4F's flash, `examples/firmware/verify-budget.sh`). [`verify_only`] takes the forms as
 //! a const parameter (a bit set of [`forms`]): the other forms' verifiers are dead code in its
 //! monomorphised copy and the linker drops them, whatever the build's features (link-time
@@ -76,15 +76,17 @@ pub mod fft;
 pub mod lower;
 mod sqrt;
 
-/// The verifiers a program links: bits of the const parameter of [`verify_only`] (and
-/// [`crate::policy::admit_only`]), combined with `|`: the forms (a decoder; the BLT's bound over
-/// every horizon, `BltTailBound` with [`blt_tail`], has its own bit, as it is another
-/// computation) and, orthogonal to them, the participation schemas (each form's row of the table
-/// in the module docs). A blob is verified when both its form's bit and its schema's bit are set,
-/// e.g. `BANDED | SINGLE` for a banded blob under single participation. The schema is the one
+/// The verifiers a program links: bits of the const parameter of
+/// [`verify_only`](crate::verify::verify_only) (and [`crate::policy::admit_only`]), combined
+/// with `|`: the forms (a decoder; the BLT's bound over every horizon, `BltTailBound` with
+/// [`blt_tail`](crate::verify::blt_tail), has its own bit, as it is another computation) and,
+/// orthogonal to them, the participation schemas (each form's rows of the table in the module
+/// docs). A blob is verified when both its form's bit and its schema's bit are set, e.g.
+/// `BANDED | SINGLE` for a banded blob under single participation. The schema is the one
 /// verified: a schema under which a record takes part in at most one of the `n` steps
-/// (`k' = 1`) and cyclic Poisson sampling are [`SINGLE`]; a schema this version does not know
-/// has no bit (it is [`Unverifiable::Schema`] whatever the bits).
+/// (`k' = 1`) and cyclic Poisson sampling are [`SINGLE`](crate::verify::forms::SINGLE); a
+/// schema this version does not know has no bit (it is
+/// [`Unverifiable::Schema`](crate::verify::Unverifiable::Schema) whatever the bits).
 pub mod forms {
     use mfc_formats::{Decoder, Participation, Validated};
 
