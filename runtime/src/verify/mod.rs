@@ -76,17 +76,15 @@ pub mod fft;
 pub mod lower;
 mod sqrt;
 
-/// The verifiers a program links: bits of the const parameter of
-/// [`verify_only`](crate::verify::verify_only) (and [`crate::policy::admit_only`]), combined
-/// with `|`: the forms (a decoder; the BLT's bound over every horizon, `BltTailBound` with
-/// [`blt_tail`](crate::verify::blt_tail), has its own bit, as it is another computation) and,
-/// orthogonal to them, the participation schemas (each form's rows of the table in the module
-/// docs). A blob is verified when both its form's bit and its schema's bit are set, e.g.
-/// `BANDED | SINGLE` for a banded blob under single participation. The schema is the one
-/// verified: a schema under which a record takes part in at most one of the `n` steps
-/// (`k' = 1`) and cyclic Poisson sampling are [`SINGLE`](crate::verify::forms::SINGLE); a
-/// schema this version does not know has no bit (it is
-/// [`Unverifiable::Schema`](crate::verify::Unverifiable::Schema) whatever the bits).
+/// The verifiers a program links: bits of the const parameter of [`verify_only`] (and
+/// [`crate::policy::admit_only`]), combined with `|`: the forms (a decoder; the BLT's bound over
+/// every horizon, `BltTailBound` with [`blt_tail`], has its own bit, as it is another
+/// computation) and, orthogonal to them, the participation schemas (each form's rows of the
+/// table in the module docs). A blob is verified when both its form's bit and its schema's bit
+/// are set, e.g. `BANDED | SINGLE` for a banded blob under single participation. The schema is
+/// the one verified: a schema under which a record takes part in at most one of the `n` steps
+/// (`k' = 1`) and cyclic Poisson sampling are [`SINGLE`](forms::SINGLE); a schema this version
+/// does not know has no bit (it is [`Unverifiable::Schema`] whatever the bits).
 pub mod forms {
     use mfc_formats::{Decoder, Participation, Validated};
 
