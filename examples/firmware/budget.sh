@@ -123,6 +123,37 @@ for logging in "${loggings[@]}"; do
   done
 done
 echo
+
+# Verification of the recorded sensitivity, per form (its own script, also run by --footprint).
+./verify-budget.sh
+echo
+
+# The signature check: the `signed` firmware (a 3 271-byte signed blob) with a verifier, minus
+# the same program that only splits and parses the blob; stack painted, instructions under
+# -icount (the M4F's 25 MHz SysTick: ticks · 40 / 64). The firmware also checks that a flipped
+# bit, another key, S + l and a small-order key are refused (about 0.2 KB of the figure).
+echo "### Signature check (\`signed\` firmware, thumbv7em-none-eabihf; parser and blob excluded)"
+echo
+echo "| verifier (firmware feature) | .text added | .rodata added | stack B | instructions per verification (incl. parsing the blob) |"
+echo "|---|---|---|---|---|"
+verifiers=(signature)
+[ "$MODE" = --footprint ] || verifiers+=(compact dalek)
+read -r base_text base_rodata <<<"$(code "$(build signed-base "" signed)")"
+for verifier in "${verifiers[@]}"; do
+  elf=$(build "signed-$verifier" "$verifier" signed)
+  read -r text rodata <<<"$(code "$elf")"
+  line=$(timeout 120 "${QEMU[@]}" -icount shift=$SHIFT -kernel "$elf" | head -n 1)
+  [[ $line == *" verified; "* ]] || { echo "budget.sh: signed ($verifier) printed: $line" >&2; exit 1; }
+  case $verifier in
+    signature) label="salty 0.3 + strict checks (signature: the runtime's)" ;;
+    compact) label="ed25519-compact 2.6, opt_size (compact: comparison)" ;;
+    dalek) label="ed25519-dalek 2.2, verify_strict (dalek: comparison)" ;;
+  esac
+  echo "| $label | $((text - base_text)) | $((rodata - base_rodata)) | $(
+    sed -n 's/.*instructions, \([0-9]*\) bytes of stack.*/\1/p' <<<"$line") | $(
+    sed -n 's/.*; \([0-9]*\) instructions.*/\1/p' <<<"$line") |"
+done
+echo
 if [ "$MODE" = --footprint ]; then
   exit 0
 fi

@@ -8,7 +8,8 @@
 //! formula: `(h + r + 2)·d` floats for a banded blob, `(m + 2)·d` for a BLT blob with `m`
 //! buffers, `(b̂ + 2)·d` for a BandMF blob with `b̂` bands (`bandmf.mfc` with the `size-bandmf`
 //! feature), `(m + 3)·d + 2m + 2N·k` for an FFT blob; a checkpoint slot is
-//! `Shape::checkpoint_len` bytes. The blob's form is also set as the cfg `mfc_form` (`"banded"`,
+//! `Shape::checkpoint_len` bytes, and the verifiers of its form and schema are
+//! `verify::forms::of`. The blob's form is also set as the cfg `mfc_form` (`"banded"`,
 //! `"blt"`, `"bandmf"` or `"fft"`, `Shape::name`).
 
 use std::env;
@@ -136,13 +137,16 @@ fn main() {
             blob_path.display()
         ),
     };
+    let verify_forms = mfc_runtime::verify::forms::of(&mechanism);
     let config = format!(
         "/// The stream's dimension `d`.\npub const DIM: usize = {dim};\n\
          /// Floats of workspace of the {form} stream (`Shape::workspace_len`).\n\
          pub const WORKSPACE: usize = {workspace};\n\
          /// Bytes of a checkpoint slot (`Shape::checkpoint_len`).\n\
          pub const CHECKPOINT: usize = {checkpoint};\n\
-         /// The blob's horizon `n`.\npub const STEPS: u32 = {steps};\n{parameters}"
+         /// The blob's horizon `n`.\npub const STEPS: u32 = {steps};\n{parameters}\
+         /// The verifiers the blob needs, its form's and its schema's (`verify::forms::of`).\n\
+         pub const VERIFY_FORMS: u8 = {verify_forms:#010b};\n"
     );
 
     if env::var_os("CARGO_FEATURE_CORRUPT_BLOB").is_some() {

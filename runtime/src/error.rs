@@ -173,6 +173,10 @@ pub enum Error {
     /// The device's policy requires a verified sensitivity and this blob's could not be verified
     /// within its budget and scratch (`verify::Unverifiable`).
     SensitivityUnverified,
+    /// The program verifies blobs of some forms only (`verify::verify_only`) and this blob's
+    /// form (or its BLT bound over every horizon) is not one of them: refused, never admitted
+    /// unverified.
+    VerifierNotLinked,
     /// The blob has no signature trailer, and the caller requires one (`signature`).
     NotSigned,
     /// The blob's Ed25519 signature does not verify under the device's public key (another
@@ -293,6 +297,9 @@ impl fmt::Display for Error {
                 "the device's policy requires a verified sensitivity, and this blob's could not be verified within its budget",
             ),
             Error::NotSigned => f.write_str("the blob is not signed, and a signature is required"),
+            Error::VerifierNotLinked => f.write_str(
+                "the blob's form has no sensitivity verifier in this program (verify::verify_only): refused",
+            ),
             Error::BadSignature => f.write_str(
                 "the blob's signature does not verify under the device's public key (another key, or the blob was changed)",
             ),

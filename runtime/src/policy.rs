@@ -180,6 +180,20 @@ pub fn admit(
     policy: &Policy,
     scratch: &mut [f64],
 ) -> Result<Verdict, Error> {
+    admit_only::<{ verify::forms::ALL }>(m, noise_multiplier, policy, scratch)
+}
+
+/// [`admit`] linking the sensitivity verifiers of `FORMS` only ([`verify::verify_only`]): a
+/// blob of another form is refused ([`Error::VerifierNotLinked`]) whatever the policy.
+pub fn admit_only<const FORMS: u8>(
+    m: &Validated<'_>,
+    noise_multiplier: Option<f64>,
+    policy: &Policy,
+    scratch: &mut [f64],
+) -> Result<Verdict, Error> {
     check_floor(m, noise_multiplier, policy.floor)?;
-    policy.decide(m, verify::verify(m, scratch, policy.max_operations))
+    policy.decide(
+        m,
+        verify::verify_only::<FORMS>(m, scratch, policy.max_operations),
+    )
 }

@@ -431,3 +431,113 @@ fn cyclic_poisson_is_verified_as_its_largest_column_and_refused_by_an_epsilon_fl
     assert_eq!(check_floor(&single, None, floor(2.0, 1.0, 8)), refused);
     assert_eq!(check_floor(&single, None, sigma_floor), Ok(()));
 }
+
+/// Issue 33: `verify_only` links the verifiers of its forms and schemas only, gives the verdict
+/// of `verify` for a blob among them (verified, or refused when lowered 1%), and refuses any
+/// other blob with `VerifierNotLinked`, never admitting it unverified: another form, another
+/// schema, or the BLT's bound over every horizon for a bounded one.
+#[test]
+fn verify_only_gives_the_verdict_of_verify_for_its_forms_and_refuses_the_others() {
+    use verify::forms::{
+        ALL, BANDED, BANDMF, BLT, BLT_EVERY_HORIZON, FFT, FIXED_EPOCH_ORDER, MIN_SEPARATION, SINGLE,
+    };
+    let (t, o) = (
+        encode_f32s(vec![0.9f32, 0.5]),
+        encode_f32s(vec![0.2f32, 0.1]),
+    );
+    let decoder = Decoder::Blt(Blt {
+        theta: F32Table::new(&t).unwrap(),
+        omega: F32Table::new(&o).unwrap(),
+    });
+    let schemas = [
+        (Participation::Single, SINGLE),
+        (
+            Participation::FixedEpochOrder {
+                max_participations: 3,
+                separation: 4,
+            },
+            FIXED_EPOCH_ORDER,
+        ),
+        (
+            Participation::MinSeparation {
+                max_participations: 3,
+                min_separation: 4,
+            },
+            MIN_SEPARATION,
+        ),
+        // At most one participation fits in the 40 steps: single participation.
+        (
+            Participation::MinSeparation {
+                max_participations: 3,
+                min_separation: 40,
+            },
+            SINGLE,
+        ),
+    ];
+    for (participation, schema) in schemas {
+        let u = bound(40, participation, decoder);
+        for (recorded, lowered) in [(u, false), (u * 0.99, true)] {
+            let m = Mechanism {
+                header: header(40, participation, recorded),
+                decoder,
+            }
+            .validate()
+            .unwrap();
+            assert_eq!(verify::forms::of(&m), BLT | schema, "{participation:?}");
+            let mut scratch = vec![0.0; verify::scratch_len(&m)];
+            let expected = verify::verify(&m, &mut scratch, u64::MAX);
+            if lowered {
+                assert!(matches!(
+                    expected,
+                    Err(Error::SensitivityUnderstated { .. })
+                ));
+            } else {
+                assert_eq!(expected, Ok(Verdict::Verified { recorded, bound: u }));
+            }
+            let mut only = |forms: u8| match forms {
+                ALL => verify::verify_only::<ALL>(&m, &mut scratch, u64::MAX),
+                0b1110_0010 => verify::verify_only::<
+                    { BLT | SINGLE | FIXED_EPOCH_ORDER | MIN_SEPARATION },
+                >(&m, &mut scratch, u64::MAX),
+                0b0010_0010 => verify::verify_only::<{ BLT | SINGLE }>(&m, &mut scratch, u64::MAX),
+                0b0100_0010 => {
+                    verify::verify_only::<{ BLT | FIXED_EPOCH_ORDER }>(&m, &mut scratch, u64::MAX)
+                }
+                0b1000_0010 => {
+                    verify::verify_only::<{ BLT | MIN_SEPARATION }>(&m, &mut scratch, u64::MAX)
+                }
+                0b1111_1101 => verify::verify_only::<{ ALL & !BLT }>(&m, &mut scratch, u64::MAX),
+                0b1110_0100 => verify::verify_only::<
+                    { BLT_EVERY_HORIZON | SINGLE | FIXED_EPOCH_ORDER | MIN_SEPARATION },
+                >(&m, &mut scratch, u64::MAX),
+                _ => unreachable!(),
+            };
+            for forms in [
+                ALL,
+                BLT | SINGLE | FIXED_EPOCH_ORDER | MIN_SEPARATION,
+                BLT | SINGLE,
+                BLT | FIXED_EPOCH_ORDER,
+                BLT | MIN_SEPARATION,
+            ] {
+                let verdict = only(forms);
+                if forms & schema != 0 {
+                    assert_eq!(verdict, expected, "{participation:?}, forms {forms:#010b}");
+                } else {
+                    assert_eq!(
+                        verdict,
+                        Err(Error::VerifierNotLinked),
+                        "{participation:?}, forms {forms:#010b}"
+                    );
+                }
+            }
+            // Every form and schema but this blob's form: refused whatever its sensitivity.
+            let others = BANDED | BANDMF | FFT | SINGLE | FIXED_EPOCH_ORDER | MIN_SEPARATION;
+            assert_eq!(ALL & !BLT, others | BLT_EVERY_HORIZON);
+            assert_eq!(only(ALL & !BLT), Err(Error::VerifierNotLinked));
+            assert_eq!(
+                only(BLT_EVERY_HORIZON | SINGLE | FIXED_EPOCH_ORDER | MIN_SEPARATION),
+                Err(Error::VerifierNotLinked)
+            );
+        }
+    }
+}

@@ -55,8 +55,8 @@
 use mfc_formats::{BandedLowRank, F32Table, Participation};
 
 use super::{
-    Bounded, GROW, LOOSENESS, TWO_U, Unverifiable, UpperSum, bound_at, solve_up, sqrt_up, store,
-    upper, value,
+    Bounded, GROW, LOOSENESS, TWO_U, Unverifiable, UpperSum, bound_at, forms, solve_up, sqrt_up,
+    store, upper, value,
 };
 
 /// `⌈n/b⌉`, the most columns one residue class `s mod b` holds.
@@ -122,16 +122,23 @@ pub(super) fn operations(d: &BandedLowRank<'_>, steps: usize, shape: Shape) -> u
 }
 
 /// An upper bound on the sensitivity of `Ĉ = B̂⁻¹S` (module docs), or why it cannot be certified.
-pub(super) fn bound(
+/// Only the schemas of `FORMS` are linked ([`super::forms`]); another is
+/// [`Unverifiable::Form`].
+pub(super) fn bound<const FORMS: u8>(
     d: BandedLowRank<'_>,
     steps: usize,
     shape: Shape,
     scratch: &mut [f64],
 ) -> Result<f64, Unverifiable> {
     match shape {
-        Shape::Single => single(d, steps, scratch),
-        Shape::Windows(k, b) => fixed_epoch_order(d, steps, k, b, scratch),
-        Shape::MinSeparated(k, b) => min_separation(d, steps, k, b, scratch),
+        Shape::Single if FORMS & forms::SINGLE != 0 => single(d, steps, scratch),
+        Shape::Windows(k, b) if FORMS & forms::FIXED_EPOCH_ORDER != 0 => {
+            fixed_epoch_order(d, steps, k, b, scratch)
+        }
+        Shape::MinSeparated(k, b) if FORMS & forms::MIN_SEPARATION != 0 => {
+            min_separation(d, steps, k, b, scratch)
+        }
+        _ => Err(Unverifiable::Form),
     }
 }
 

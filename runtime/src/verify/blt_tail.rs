@@ -39,7 +39,7 @@
 
 use mfc_formats::F32Table;
 
-use super::{Bounded, GROW, Unverifiable, UpperSum, blt_residual, solve_up, sqrt_up};
+use super::{Bounded, GROW, Unverifiable, UpperSum, blt_residual, larger, solve_up, sqrt_up};
 
 /// The largest power `k` tried for `‖A^k‖_∞ ≤ ½` (the compiler's limit before this module).
 pub const K_MAX: u32 = 16_384;
@@ -157,8 +157,8 @@ fn contraction(
         let (mut norm, mut residual) = (0.0f64, 0.0f64);
         for power_row in power.chunks_exact_mut(m) {
             let (n, e) = times_a(theta, omega, power_row);
-            norm = norm.max(n);
-            residual = residual.max(e);
+            norm = larger(norm, n);
+            residual = larger(residual, e);
         }
         let (row_norm, row_residual) = times_a(theta, omega, row);
         residuals = (residuals + residual) * GROW;
@@ -173,7 +173,7 @@ fn contraction(
             return Ok((i, bound, rows.value()));
         }
         rows.add(rho * rho * GROW);
-        largest = largest.max(bound);
+        largest = larger(largest, bound);
     }
     Err(Unverifiable::IllConditioned)
 }
@@ -230,7 +230,7 @@ pub fn certify(
         let mut s_inf = 0.0f64;
         for j in 0..m {
             let s = Bounded::read(state, j);
-            s_inf = s_inf.max((s.abs_upper() + spread) * GROW);
+            s_inf = larger(s_inf, (s.abs_upper() + spread) * GROW);
         }
         let tail = s_inf * s_inf * tail_factor * GROW;
         if !(head.is_finite() && tail.is_finite()) {

@@ -56,7 +56,9 @@
 
 use mfc_formats::{F32Table, Fft, FftKind, SensitivityMethod};
 
-use super::{Bounded, GROW, TINY, TWO_U, Unverifiable, UpperSum, solve_up, sqrt_up, value};
+use super::{
+    Bounded, GROW, TINY, TWO_U, Unverifiable, UpperSum, forms, larger, solve_up, sqrt_up, value,
+};
 
 /// The `f64`s of scratch [`bound`] needs for a block of `m` steps.
 pub(super) fn scratch_len(d: &Fft<'_>) -> usize {
@@ -100,13 +102,22 @@ fn exact(v: f64) -> Bounded {
 /// An upper bound on the sensitivity of the stored FFT decoder `d` (module docs), before the
 /// neighbouring relation's factor: single participation for `epochs = None`, fixed epoch order
 /// `(k', b)` otherwise, where the blob's recorded `method` decides whether the absolute-Gram
-/// bound is the quantity to check.
-pub(super) fn bound(
+/// bound is the quantity to check. Only the schemas of `FORMS` are linked ([`super::forms`]);
+/// another is [`Unverifiable::Form`].
+pub(super) fn bound<const FORMS: u8>(
     d: &Fft<'_>,
     epochs: Option<(usize, usize)>,
     method: SensitivityMethod,
     scratch: &mut [f64],
 ) -> Result<f64, Unverifiable> {
+    let linked = match epochs {
+        None => FORMS & forms::SINGLE != 0,
+        Some(_) => FORMS & forms::FIXED_EPOCH_ORDER != 0,
+    };
+    if !linked {
+        return Err(Unverifiable::Form);
+    }
+    let epochs = epochs.filter(|_| FORMS & forms::FIXED_EPOCH_ORDER != 0);
     let m = d.block as usize;
     let n = m.saturating_mul(d.stamps as usize);
     let (x, rest) = scratch.split_at_mut(m);
@@ -192,7 +203,7 @@ fn patterns(
                 sum.add(upper);
             }
         }
-        best = best.max(sum.value());
+        best = larger(best, sum.value());
     }
     Ok(best)
 }
@@ -364,7 +375,7 @@ fn residual_norm(x: &[f64], t: &[f64], work: &mut [f64]) -> f64 {
         if a.is_nan() || b.is_nan() {
             f64::NAN
         } else {
-            a.max(b)
+            larger(a, b)
         }
     });
     worst * (1.0 + (m as f64 + 2.0) * TWO_U) * GROW
@@ -420,7 +431,7 @@ fn block_sums(x: &[f64], prefixes: &[f64]) -> f64 {
             if best.is_nan() || q.is_nan() {
                 f64::NAN
             } else {
-                best.max(q)
+                larger(best, q)
             }
         })
 }

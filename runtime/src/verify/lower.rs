@@ -29,7 +29,7 @@
 
 use mfc_formats::{BandMfKind, Decoder, F32Table, Validated, Workload};
 
-use super::{TWO_U, blt_residual};
+use super::{TWO_U, blt_residual, forms, larger, smaller};
 
 /// `x` lowered by its rounding: `N` non-negative terms summed, or one correctly rounded
 /// operation (`terms = 0`).
@@ -47,17 +47,26 @@ pub fn sensitivity_lower_bound(
     scratch: &mut [f64],
     max_operations: u64,
 ) -> Option<f64> {
+    lower_bound_of::<{ forms::ALL }>(m, scratch, max_operations)
+}
+
+/// [`sensitivity_lower_bound`] for the forms of `FORMS` only ([`forms`], as
+/// [`super::verify_only`]); `None` for the others.
+pub(crate) fn lower_bound_of<const FORMS: u8>(
+    m: &Validated<'_>,
+    scratch: &mut [f64],
+    max_operations: u64,
+) -> Option<f64> {
     let factor = m.header.neighbouring.sensitivity_factor();
     let steps = m.header.steps as usize;
     let bound = match m.decoder {
-        Decoder::BandMf(d) => {
+        Decoder::BandMf(d) if FORMS & forms::BANDMF != 0 => {
             let bands = d.bands();
             let columns = match d.kind {
                 // Every column of a Toeplitz encoder is a prefix of the first.
                 BandMfKind::Toeplitz => 1,
-                _ => {
-                    steps.min(usize::try_from(max_operations / bands as u64).unwrap_or(usize::MAX))
-                }
+                // min(n, ⌊max_operations / b̂⌋); at most n, so it fits.
+                _ => affordable(steps as u64, bands as u64, max_operations) as usize,
             };
             let mut best = 0.0f64;
             for j in 0..columns {
@@ -73,11 +82,11 @@ pub fn sensitivity_lower_bound(
                     sum += x * x;
                     terms += 1;
                 }
-                best = best.max(down(sum, terms));
+                best = larger(best, down(sum, terms));
             }
-            down(libm::sqrt(best), 0)
+            down(super::sqrt::sqrt(best), 0)
         }
-        Decoder::Blt(d) => {
+        Decoder::Blt(d) if FORMS & (forms::BLT | forms::BLT_EVERY_HORIZON) != 0 => {
             let buffers = d.buffers();
             let state = scratch.get_mut(..2 * buffers)?;
             state.fill(0.0);
@@ -89,19 +98,23 @@ pub fn sensitivity_lower_bound(
             // A lower bound may stop anywhere: the first `BLT_STEPS` steps bound an unbounded
             // horizon, or a budget of `u64::MAX`, in bounded time (a marginal forged encoder,
             // spectral radius 1, would otherwise be followed for 2^64 steps).
-            let reach = horizon
-                .min(max_operations / (buffers as u64).max(1))
-                .min(BLT_STEPS);
+            let reach = affordable(
+                horizon.min(BLT_STEPS),
+                (buffers as u64).max(1),
+                max_operations,
+            );
             blt_lower(d.theta, d.omega, state, reach)
         }
-        Decoder::BandedLowRank(d) if matches!(m.header.workload, Workload::PrefixSum) => {
+        Decoder::BandedLowRank(d)
+            if FORMS & forms::BANDED != 0 && matches!(m.header.workload, Workload::PrefixSum) =>
+        {
             let mut smallest = f64::INFINITY;
             for j in 0..steps {
                 let pivot = d
                     .diagonal_row(j)
                     .and_then(|row| row.get(0))
                     .map_or(f64::INFINITY, |x| f64::from(x).abs());
-                smallest = smallest.min(pivot);
+                smallest = smaller(smallest, pivot);
             }
             down(1.0 / smallest, 0)
         }
@@ -109,6 +122,30 @@ pub fn sensitivity_lower_bound(
     };
     let bound = factor * bound;
     (bound.is_finite() && bound > 0.0).then_some(bound)
+}
+
+/// `min(limit, ⌊max_operations / cost⌋)` for `cost ≥ 1`, by bisection on the quotient: a 64-bit
+/// division would link `__aeabi_uldivmod` (0.9 KB on a Cortex-M4F) for this one budget.
+fn affordable(limit: u64, cost: u64, max_operations: u64) -> u64 {
+    let within = |count: u64| {
+        count
+            .checked_mul(cost)
+            .is_some_and(|ops| ops <= max_operations)
+    };
+    if within(limit) {
+        return limit;
+    }
+    // lo·cost ≤ max_operations < hi·cost throughout.
+    let (mut lo, mut hi) = (0u64, limit);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if within(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
 
 /// The most steps of a BLT's encoder column the lower bound follows, whatever the horizon and
@@ -129,5 +166,45 @@ fn blt_lower(theta: F32Table<'_>, omega: F32Table<'_>, state: &mut [f64], reach:
     }
     // ‖ρ‖₁ rounded up, ‖ĉ‖₂ rounded down.
     let residual = residual * (1.0 + (terms as f64 + 3.0) * TWO_U);
-    down(down(libm::sqrt(down(norm, terms)), 0) / (1.0 + residual), 0)
+    down(
+        down(super::sqrt::sqrt(down(norm, terms)), 0) / (1.0 + residual),
+        0,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::affordable;
+
+    /// The bisection is the quotient it replaces, `min(limit, ⌊max / cost⌋)`.
+    #[test]
+    fn the_budget_in_steps_is_the_quotient() {
+        let values = [
+            0u64,
+            1,
+            2,
+            3,
+            7,
+            8,
+            9,
+            63,
+            64,
+            65,
+            1000,
+            1 << 20,
+            (1 << 20) + 1,
+        ];
+        let large = [u64::MAX, u64::MAX - 1, u64::MAX / 3, 1 << 40];
+        for &limit in values.iter().chain(&large) {
+            for &cost in values.iter().chain(&large).filter(|&&c| c >= 1) {
+                for &max in values.iter().chain(&large) {
+                    assert_eq!(
+                        affordable(limit, cost, max),
+                        limit.min(max / cost),
+                        "limit {limit}, cost {cost}, max {max}"
+                    );
+                }
+            }
+        }
+    }
 }

@@ -54,6 +54,15 @@
 //! ([`Verdict::Unverifiable`], [`crate::policy`]), after one more check: the recorded value must
 //! be at least the certified **lower** bound of [`lower`] (a column, a pivot, the head of a BLT's
 //! encoder), which refuses gross understatement even where no upper bound can be certified.
+//!
+//! **Paying only for the forms a program verifies.** [`verify`] dispatches on the blob's decoder
+//! at run time, so a program that calls it links every form's verifier (about 31 KB of a
+//! Cortex-M4F's flash, `examples/firmware/verify-budget.sh`). [`verify_only`] takes the forms as
+//! a const parameter (a bit set of [`forms`]): the other forms' verifiers are dead code in its
+//! monomorphised copy and the linker drops them, whatever the build's features (link-time
+//! selection, so every crate of a workspace keeps the one `verify` and Cargo's feature
+//! unification cannot add or remove a verifier behind a firmware's back). A blob of a form the
+//! program did not link is refused with [`Error::VerifierNotLinked`], never admitted unverified.
 
 use mfc_formats::{
     BandMfKind, Decoder, F32Table, Participation, SensitivityMethod, Validated, Workload,
@@ -65,6 +74,73 @@ pub mod banded;
 pub mod blt_tail;
 pub mod fft;
 pub mod lower;
+mod sqrt;
+
+/// The verifiers a program links: bits of the const parameter of [`verify_only`] (and
+/// [`crate::policy::admit_only`]), combined with `|`: the forms (a decoder; the BLT's bound over
+/// every horizon, `BltTailBound` with [`blt_tail`], has its own bit, as it is another
+/// computation) and, orthogonal to them, the participation schemas (each form's rows of the
+/// table in the module docs). A blob is verified when both its form's bit and its schema's bit
+/// are set, e.g. `BANDED | SINGLE` for a banded blob under single participation. The schema is
+/// the one verified: a schema under which a record takes part in at most one of the `n` steps
+/// (`k' = 1`) and cyclic Poisson sampling are [`SINGLE`](forms::SINGLE); a schema this version
+/// does not know has no bit (it is [`Unverifiable::Schema`] whatever the bits).
+pub mod forms {
+    use mfc_formats::{Decoder, Participation, Validated};
+
+    /// Banded + low rank ([`super::banded`]).
+    pub const BANDED: u8 = 1 << 0;
+    /// BLT over the blob's horizon (its encoder's residual).
+    pub const BLT: u8 = 1 << 1;
+    /// BLT over every horizon (`SensitivityMethod::BltTailBound`, [`super::blt_tail`]).
+    pub const BLT_EVERY_HORIZON: u8 = 1 << 2;
+    /// BandMF, Toeplitz and general.
+    pub const BANDMF: u8 = 1 << 3;
+    /// FFT, Circulant and OptimalDecoder ([`super::fft`]).
+    pub const FFT: u8 = 1 << 4;
+    /// Single participation (and every schema with `k' = 1`, and cyclic Poisson sampling).
+    pub const SINGLE: u8 = 1 << 5;
+    /// Fixed epoch order with `k' ≥ 2`.
+    pub const FIXED_EPOCH_ORDER: u8 = 1 << 6;
+    /// Min separation with `k' ≥ 2`.
+    pub const MIN_SEPARATION: u8 = 1 << 7;
+    /// Every form under every schema: what [`super::verify`] links.
+    pub const ALL: u8 = u8::MAX;
+
+    /// The bits whose verifier `m` needs: its form's and its schema's (no form bit for a decoder
+    /// this version does not know, no schema bit for a schema it does not know).
+    pub fn of(m: &Validated<'_>) -> u8 {
+        let form = match m.decoder {
+            Decoder::Blt(_) if m.header.sensitivity.method.covers_every_horizon() => {
+                BLT_EVERY_HORIZON
+            }
+            Decoder::BandedLowRank(_) => BANDED,
+            Decoder::Blt(_) => BLT,
+            Decoder::BandMf(_) => BANDMF,
+            Decoder::Fft(_) => FFT,
+            _ => 0,
+        };
+        let participation = m.header.participation;
+        let schema = match (
+            participation,
+            super::schema(participation, m.header.steps as usize),
+        ) {
+            (_, Ok(None)) => SINGLE,
+            (Participation::FixedEpochOrder { .. }, Ok(Some(_))) => FIXED_EPOCH_ORDER,
+            (Participation::MinSeparation { .. }, Ok(Some(_))) => MIN_SEPARATION,
+            _ => 0,
+        };
+        form | schema
+    }
+
+    /// Whether a program that links `forms` verifies `m`: its form's bit is set, and so is its
+    /// schema's (a schema without a bit passes, to be found [`super::Unverifiable::Schema`]).
+    pub fn links(forms: u8, m: &Validated<'_>) -> bool {
+        let needed = of(m);
+        let form = needed & (BANDED | BLT | BLT_EVERY_HORIZON | BANDMF | FFT);
+        form != 0 && forms & needed == needed
+    }
+}
 
 /// Why a blob's sensitivity could not be checked within what the caller allowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -131,6 +207,7 @@ impl Bounded {
         Self { v, e: 0.0 }
     }
 
+    #[inline(never)]
     fn add(self, o: Self) -> Self {
         let v = self.v + o.v;
         Self {
@@ -143,6 +220,7 @@ impl Bounded {
         self.add(Self { v: -o.v, e: o.e })
     }
 
+    #[inline(never)]
     fn mul(self, o: Self) -> Self {
         let v = self.v * o.v;
         Self {
@@ -153,6 +231,7 @@ impl Bounded {
     }
 
     /// An upper bound on `|exact|`.
+    #[inline(never)]
     fn abs_upper(self) -> f64 {
         (self.v.abs() + self.e) * GROW
     }
@@ -198,8 +277,21 @@ fn upper(a: f64, b: f64) -> f64 {
     if a.is_nan() || b.is_nan() {
         f64::NAN
     } else {
-        a.max(b)
+        larger(a, b)
     }
+}
+
+/// `f64::max(a, b)` (the other operand when one is NaN, as IEEE maxNum), in comparisons the
+/// verifier links anyway: `f64::max` calls `fmax` on a Cortex-M4F (no `f64` unit).
+#[inline(never)]
+fn larger(a: f64, b: f64) -> f64 {
+    if a.is_nan() || a < b { b } else { a }
+}
+
+/// `f64::min(a, b)` (the other operand when one is NaN), as [`larger`].
+#[inline(never)]
+fn smaller(a: f64, b: f64) -> f64 {
+    if a.is_nan() || b < a { b } else { a }
 }
 
 /// An upper bound on a sum of non-negative upper bounds, added in `f64`: the recursive sum of
@@ -259,16 +351,29 @@ fn schema(
 
 /// The `f64`s of scratch [`verify`] needs for `m` (0 for forms it does not verify).
 pub fn scratch_len(m: &Validated<'_>) -> usize {
+    scratch_len_of::<{ forms::ALL }>(m)
+}
+
+/// [`scratch_len`] for the forms of `FORMS` ([`forms`]; 0 for the others).
+fn scratch_len_of<const FORMS: u8>(m: &Validated<'_>) -> usize {
     let steps = m.header.steps as usize;
     match m.decoder {
-        Decoder::Blt(d) if m.header.sensitivity.method.covers_every_horizon() => {
+        Decoder::Blt(d)
+            if FORMS & forms::BLT_EVERY_HORIZON != 0
+                && m.header.sensitivity.method.covers_every_horizon() =>
+        {
             blt_tail::scratch_len(d.buffers())
         }
-        Decoder::BandedLowRank(d) => match schema(m.header.participation, steps) {
-            Err(_) => 0,
-            Ok(ks) => banded::scratch_len(&d, steps, banded::Shape::of(m.header.participation, ks)),
-        },
-        Decoder::Blt(d) => match (
+        Decoder::Blt(_) if m.header.sensitivity.method.covers_every_horizon() => 0,
+        Decoder::BandedLowRank(d) if FORMS & forms::BANDED != 0 => {
+            match schema(m.header.participation, steps) {
+                Err(_) => 0,
+                Ok(ks) => {
+                    banded::scratch_len(&d, steps, banded::Shape::of(m.header.participation, ks))
+                }
+            }
+        }
+        Decoder::Blt(d) if FORMS & forms::BLT != 0 => match (
             m.header.participation,
             schema(m.header.participation, steps),
         ) {
@@ -278,7 +383,7 @@ pub fn scratch_len(m: &Validated<'_>) -> usize {
             (_, Ok(Some(_))) => 2 * d.buffers() + steps,
             _ => 2 * d.buffers(),
         },
-        Decoder::BandMf(d) => match (
+        Decoder::BandMf(d) if FORMS & forms::BANDMF != 0 => match (
             d.kind,
             m.header.participation,
             schema(m.header.participation, steps),
@@ -288,7 +393,7 @@ pub fn scratch_len(m: &Validated<'_>) -> usize {
             }
             _ => 0,
         },
-        Decoder::Fft(d) => match (
+        Decoder::Fft(d) if FORMS & forms::FFT != 0 => match (
             m.header.participation,
             schema(m.header.participation, steps),
         ) {
@@ -306,18 +411,23 @@ pub fn scratch_len(m: &Validated<'_>) -> usize {
 /// in soft-float `f64` is measured by `examples/firmware/src/bin/verify.rs` (`BENCHMARKS.md`,
 /// "Verification on the device").
 pub fn operations(m: &Validated<'_>) -> Option<u64> {
+    operations_of::<{ forms::ALL }>(m)
+}
+
+/// [`operations`] for the forms of `FORMS` ([`forms`]; `None` for the others).
+fn operations_of<const FORMS: u8>(m: &Validated<'_>) -> Option<u64> {
     if m.header.sensitivity.method.covers_every_horizon() {
         return None;
     }
     let n = u64::from(m.header.steps);
     let ks = schema(m.header.participation, n as usize).ok()?;
     match m.decoder {
-        Decoder::BandedLowRank(d) => Some(banded::operations(
+        Decoder::BandedLowRank(d) if FORMS & forms::BANDED != 0 => Some(banded::operations(
             &d,
             n as usize,
             banded::Shape::of(m.header.participation, ks),
         )),
-        Decoder::Blt(d) => {
+        Decoder::Blt(d) if FORMS & forms::BLT != 0 => {
             let buffers = d.buffers() as u64;
             Some(match (ks, m.header.participation) {
                 (None, _) => n.saturating_mul(buffers),
@@ -327,7 +437,7 @@ pub fn operations(m: &Validated<'_>) -> Option<u64> {
                 (Some((k, _)), _) => n.saturating_mul(buffers + k as u64),
             })
         }
-        Decoder::BandMf(d) => {
+        Decoder::BandMf(d) if FORMS & forms::BANDMF != 0 => {
             let bands = u64::from(d.bands);
             Some(match (d.kind, ks, m.header.participation) {
                 (BandMfKind::Toeplitz, None, _) => bands,
@@ -339,7 +449,7 @@ pub fn operations(m: &Validated<'_>) -> Option<u64> {
                 (_, Some((k, _)), _) => n.saturating_mul(bands + k as u64),
             })
         }
-        Decoder::Fft(d) => match (ks, m.header.participation) {
+        Decoder::Fft(d) if FORMS & forms::FFT != 0 => match (ks, m.header.participation) {
             (None, _) => Some(fft::operations(&d, None)),
             (Some((k, _)), Participation::FixedEpochOrder { .. }) => {
                 Some(fft::operations(&d, Some(k)))
@@ -358,8 +468,21 @@ pub fn sensitivity_bound(
     scratch: &mut [f64],
     max_operations: u64,
 ) -> Result<f64, Unverifiable> {
+    bound_of::<{ forms::ALL }>(m, scratch, max_operations)
+}
+
+/// [`sensitivity_bound`] with the verifiers of `FORMS` only ([`forms`]): the caller has checked
+/// that `m`'s form and schema are among them ([`forms::links`]); the others' code is not reached
+/// (each arm tests its bit, a constant) and a blob of theirs would be [`Unverifiable::Form`].
+fn bound_of<const FORMS: u8>(
+    m: &Validated<'_>,
+    scratch: &mut [f64],
+    max_operations: u64,
+) -> Result<f64, Unverifiable> {
     let factor = m.header.neighbouring.sensitivity_factor();
-    if m.header.sensitivity.method == SensitivityMethod::BltTailBound {
+    if FORMS & forms::BLT_EVERY_HORIZON != 0
+        && m.header.sensitivity.method == SensitivityMethod::BltTailBound
+    {
         let (Decoder::Blt(d), Participation::Single) = (m.decoder, m.header.participation) else {
             return Err(Unverifiable::Schema);
         };
@@ -370,7 +493,7 @@ pub fn sensitivity_bound(
             Err(Unverifiable::IllConditioned)
         };
     }
-    let Some(needed_ops) = operations(m) else {
+    let Some(needed_ops) = operations_of::<FORMS>(m) else {
         return Err(match m.decoder {
             Decoder::BandedLowRank(_) | Decoder::BandMf(_) | Decoder::Blt(_) | Decoder::Fft(_) => {
                 Unverifiable::Schema
@@ -383,27 +506,37 @@ pub fn sensitivity_bound(
             operations: needed_ops,
         });
     }
-    let needed = scratch_len(m);
+    let needed = scratch_len_of::<FORMS>(m);
     let Some(scratch) = scratch.get_mut(..needed) else {
         return Err(Unverifiable::ScratchTooSmall { needed });
     };
     let steps = m.header.steps as usize;
     let ks = schema(m.header.participation, steps)?;
     let bound = match m.decoder {
-        Decoder::BandMf(d) => sqrt_up(bandmf(d, steps, ks, m.header.participation, scratch)?),
-        Decoder::Blt(d) => blt(d, steps, ks, m.header.participation, scratch)?,
-        Decoder::BandedLowRank(d) => {
+        Decoder::BandMf(d) if FORMS & forms::BANDMF != 0 => sqrt_up(bandmf::<FORMS>(
+            d,
+            steps,
+            ks,
+            m.header.participation,
+            scratch,
+        )?),
+        Decoder::Blt(d) if FORMS & forms::BLT != 0 => {
+            blt::<FORMS>(d, steps, ks, m.header.participation, scratch)?
+        }
+        Decoder::BandedLowRank(d) if FORMS & forms::BANDED != 0 => {
             if !matches!(m.header.workload, Workload::PrefixSum) {
                 return Err(Unverifiable::WorkloadNotStored);
             }
-            banded::bound(
+            banded::bound::<FORMS>(
                 d,
                 steps,
                 banded::Shape::of(m.header.participation, ks),
                 scratch,
             )?
         }
-        Decoder::Fft(d) => fft::bound(&d, ks, m.header.sensitivity.method, scratch)?,
+        Decoder::Fft(d) if FORMS & forms::FFT != 0 => {
+            fft::bound::<FORMS>(&d, ks, m.header.sensitivity.method, scratch)?
+        }
         _ => return Err(Unverifiable::Form),
     };
     let bound = factor * bound;
@@ -425,26 +558,62 @@ pub fn verify(
     scratch: &mut [f64],
     max_operations: u64,
 ) -> Result<Verdict, Error> {
+    verify_only::<{ forms::ALL }>(m, scratch, max_operations)
+}
+
+/// [`verify`] linking the verifiers of `FORMS` only (a bit set of [`forms`], e.g.
+/// `verify_only::<{ forms::BANDED | forms::FFT }>`): the same verdicts for a blob of one of
+/// those forms, and [`Error::VerifierNotLinked`] for any other blob, which is refused, never
+/// admitted unverified. The other forms' code is not in the program (module docs).
+pub fn verify_only<const FORMS: u8>(
+    m: &Validated<'_>,
+    scratch: &mut [f64],
+    max_operations: u64,
+) -> Result<Verdict, Error> {
+    if !forms::links(FORMS, m) {
+        return Err(Error::VerifierNotLinked);
+    }
     let recorded = m.header.sensitivity.value;
     let understated = |bound: f64| {
         let shortfall = (1.0 - recorded / bound) * 1e9;
         Error::SensitivityUnderstated {
-            shortfall_ppb: libm::ceil(shortfall).clamp(1.0, 1e9) as u32,
+            shortfall_ppb: ceil_ppb(shortfall),
         }
     };
-    match sensitivity_bound(m, scratch, max_operations) {
-        Err(why) => match lower::sensitivity_lower_bound(m, scratch, max_operations) {
+    match bound_of::<FORMS>(m, scratch, max_operations) {
+        Err(why) => match lower::lower_bound_of::<FORMS>(m, scratch, max_operations) {
             Some(floor) if recorded < floor => Err(understated(floor)),
             _ => Ok(Verdict::Unverifiable(why)),
         },
-        Ok(bound) if recorded >= bound => Ok(Verdict::Verified { recorded, bound }),
+        Ok(bound) if bound <= recorded => Ok(Verdict::Verified { recorded, bound }),
         Ok(bound) => Err(understated(bound)),
     }
 }
 
+/// `⌈x⌉` clamped to `[1, 10⁹]` (1 for NaN), as `libm::ceil(x).clamp(1.0, 1e9) as u32`, on the
+/// bits: the order of non-negative `f64`s is that of their bits, and below `2⁵²` the integer
+/// part is the mantissa shifted right by `52 − exponent`, the fraction the bits shifted out. No
+/// `ceil`, no float-to-integer conversion (whose saturation links two more `f64` comparisons).
+fn ceil_ppb(x: f64) -> u32 {
+    const MOST: u32 = 1_000_000_000;
+    let bits = x.to_bits();
+    let magnitude = bits & !(1 << 63);
+    if bits >> 63 == 1 || bits <= 1f64.to_bits() || magnitude > f64::INFINITY.to_bits() {
+        return 1;
+    }
+    if bits >= f64::from(MOST).to_bits() {
+        return MOST;
+    }
+    // 1 < x < 10⁹: exponent 0..=29.
+    let shift = 52 - ((bits >> 52) as u32 - 1023);
+    let mantissa = (bits & ((1 << 52) - 1)) | 1 << 52;
+    let fraction = mantissa & ((1 << shift) - 1);
+    (mantissa >> shift) as u32 + u32::from(fraction != 0)
+}
+
 /// `√x` rounded up (the square root is correctly rounded; the margin covers it).
 fn sqrt_up(x: f64) -> f64 {
-    libm::sqrt(x) * GROW
+    sqrt::sqrt(x) * GROW
 }
 
 /// `Y ≤ Ŷ + a·Y` with `a < LOOSENESS` gives `Y ≤ Ŷ/(1 − a)`, rounded up; else `IllConditioned`.
@@ -470,7 +639,7 @@ fn bandmf_column(d: &mfc_formats::BandMf<'_>, steps: usize, j: usize) -> f64 {
     sum.value()
 }
 
-fn bandmf(
+fn bandmf<const FORMS: u8>(
     d: mfc_formats::BandMf<'_>,
     steps: usize,
     ks: Option<(usize, usize)>,
@@ -481,7 +650,7 @@ fn bandmf(
     let Some((k, b)) = ks else {
         return Ok(match d.kind {
             BandMfKind::Toeplitz => column(0),
-            _ => (0..steps).map(column).fold(0.0, f64::max),
+            _ => (0..steps).map(column).fold(0.0, larger),
         });
     };
     if d.bands() > b {
@@ -496,18 +665,18 @@ fn bandmf(
                 total.add(column(p * b));
             }
         }
-        (_, Participation::FixedEpochOrder { .. }) => {
+        (_, Participation::FixedEpochOrder { .. }) if FORMS & forms::FIXED_EPOCH_ORDER != 0 => {
             let mut best = 0.0f64;
             for start in 0..steps {
                 let mut window = UpperSum::default();
                 for j in (start..steps).step_by(b).take(k) {
                     window.add(column(j));
                 }
-                best = best.max(window.value());
+                best = larger(best, window.value());
             }
             total.add(best);
         }
-        _ => {
+        (_, Participation::MinSeparation { .. }) if FORMS & forms::MIN_SEPARATION != 0 => {
             // f_j(t): the largest sum of at most j columns ≥ t, pairwise ≥ b apart;
             // f_j(t) = max(f_j(t + 1), ‖Ĉ[:, t]‖² + f_{j−1}(t + b)). Ring j − 1 of scratch holds
             // f_j at the last b steps (zero beyond the horizon).
@@ -527,13 +696,15 @@ fn bandmf(
                     } else {
                         0.0
                     };
-                    store(scratch, (j - 1) * b + slot, with.max(without));
+                    store(scratch, (j - 1) * b + slot, larger(with, without));
                 }
             }
             // Each value is a sum of at most k rounded additions of upper bounds.
             let best = bound_at(scratch, (k - 1) * b);
             total.add(best * (1.0 + (k as f64 + 2.0) * TWO_U) * GROW);
         }
+        // A schema whose verifier this program does not link (`verify_only`).
+        _ => return Err(Unverifiable::Form),
     }
     Ok(total.value())
 }
@@ -588,7 +759,7 @@ fn blt_residual(
 /// compounds into the bound). Several participations: the pattern sum
 /// `G(x) = ‖(Σ_{p<k'} |x_{t−pb}|)_t‖₂` (of `x` or of its non-increasing majorant) obeys
 /// `G(c) ≤ G(ĉ) + k'·‖c − ĉ‖₂` (and `k'·√n·‖c − ĉ‖_∞` with the majorant).
-fn blt(
+fn blt<const FORMS: u8>(
     d: mfc_formats::Blt<'_>,
     steps: usize,
     ks: Option<(usize, usize)>,
@@ -610,7 +781,9 @@ fn blt(
                 residual.add(r);
             }
         }
-        (Some((k, b)), Participation::FixedEpochOrder { .. }) => {
+        (Some((k, b)), Participation::FixedEpochOrder { .. })
+            if FORMS & forms::FIXED_EPOCH_ORDER != 0 =>
+        {
             // Filter p (plain, `m` values of `rest`) restarts ĉ at step p·b, for p ≥ 1.
             for t in 0..steps {
                 let (c, r) = blt_residual(d.theta, d.omega, residual_state, impulse(t));
@@ -627,7 +800,9 @@ fn blt(
                 pattern.add(g * g);
             }
         }
-        (Some((k, b)), _) => {
+        (Some((k, b)), Participation::MinSeparation { .. })
+            if FORMS & forms::MIN_SEPARATION != 0 =>
+        {
             let Some(majorant) = rest.get_mut(..steps) else {
                 return Err(Unverifiable::ScratchTooSmall {
                     needed: 2 * m + steps,
@@ -643,7 +818,7 @@ fn blt(
             let mut later = None;
             for x in majorant.iter_mut().rev() {
                 if let Some(next) = later {
-                    *x = x.max(next);
+                    *x = larger(*x, next);
                 }
                 later = Some(*x);
             }
@@ -656,6 +831,8 @@ fn blt(
                 pattern.add(g * g);
             }
         }
+        // A schema whose verifier this program does not link (`verify_only`).
+        _ => return Err(Unverifiable::Form),
     }
     let rho = residual.value();
     let single = solve_up(sqrt_up(norm.value()), rho)?;
@@ -680,6 +857,63 @@ mod tests {
 
     /// `f64::max(NaN, x)` is `x`: a bound that overflowed into `NaN` must not vanish from a
     /// maximum.
+    #[test]
+    fn the_shortfall_is_rounded_up_as_libm_ceil_would() {
+        for x in [
+            f64::NAN,
+            f64::NEG_INFINITY,
+            -3.5,
+            0.0,
+            0.2,
+            1.0,
+            1.0 + f64::EPSILON,
+            2.5,
+            1e7 - 0.5,
+            999_999_999.2,
+            1e9,
+            1e9 + 0.5,
+            4.5e9,
+            f64::INFINITY,
+            -f64::NAN,
+            f64::MAX,
+            f64::from_bits(1),
+        ]
+        .into_iter()
+        .chain((0..100_000).map(|i| 1.0 + f64::from(i) * 10_007.37))
+        .chain((0..64).map(|e| libm::ldexp(1.0, e)))
+        {
+            // NaN: libm gives 0; the shortfall is at least 1 ppb (`Error::SensitivityUnderstated`).
+            let expected = if x.is_nan() {
+                1
+            } else {
+                libm::ceil(x).clamp(1.0, 1e9) as u32
+            };
+            assert_eq!(super::ceil_ppb(x), expected, "{x}");
+        }
+    }
+
+    /// `larger` and `smaller` are `f64::max` and `f64::min`, NaN operands included.
+    #[test]
+    fn the_maximum_and_minimum_are_those_of_f64() {
+        let values = [
+            f64::NAN,
+            f64::NEG_INFINITY,
+            -2.0,
+            -0.5,
+            0.0,
+            0.5,
+            2.0,
+            f64::INFINITY,
+        ];
+        for a in values {
+            for b in values {
+                let same = |x: f64, y: f64| x == y || (x.is_nan() && y.is_nan());
+                assert!(same(super::larger(a, b), a.max(b)), "max({a}, {b})");
+                assert!(same(super::smaller(a, b), a.min(b)), "min({a}, {b})");
+            }
+        }
+    }
+
     #[test]
     fn the_larger_of_two_bounds_keeps_a_nan() {
         assert!(upper(f64::NAN, 1.0).is_nan());
