@@ -3,6 +3,7 @@
 none of its figures more than 5% above the README's.
 
 Usage: footprint.py MEASURED.md [README.md]
+       footprint.py --self-test
 
 MEASURED.md is the output of a budget script (`examples/firmware/budget.sh --footprint`,
 `runtime/capi/examples/firmware/budget.sh`). A row is keyed by its cells that are not figures
@@ -40,14 +41,8 @@ def rows(text):
     return table
 
 
-def main():
-    if len(sys.argv) not in (2, 3):
-        sys.exit(__doc__)
-    measured = rows(open(sys.argv[1], encoding="utf-8").read())
-    readme_path = sys.argv[2] if len(sys.argv) == 3 else "README.md"
-    readme = rows(open(readme_path, encoding="utf-8").read())
-    if not measured:
-        sys.exit(f"footprint: no table rows in {sys.argv[1]}")
+def compare(measured, readme, readme_path):
+    """The failures of `measured` against `readme` (both from `rows`); prints the stale rows."""
     failures = []
     for key, figures in measured.items():
         label = " | ".join(key)
@@ -67,6 +62,37 @@ def main():
             elif now < before / GROWTH:
                 print(f"footprint: {label}: {now} is below the {before} of {readme_path} "
                       "(the table is stale)")
+    return failures
+
+
+def self_test():
+    """The check fails on a grown figure, a missing row and a changed shape, and passes within
+    5% and on a shrink."""
+    readme = rows("| part | logging | .text | all |\n|---|---|---|---|\n"
+                  "| stream | plain | 1000 | 2000 (2.0 KiB) |\n")
+    def failures(line):
+        return compare(rows(line), readme, "README")
+    assert failures("| stream | plain | 1050 | 2100 (2.1 KiB) |") == []
+    assert failures("| stream | plain | 900 | 1500 (1.5 KiB) |") == []
+    assert len(failures("| stream | plain | 1051 | 2000 (2.0 KiB) |")) == 1
+    assert len(failures("| stream | plain | 1100 | 2200 (2.1 KiB) |")) == 2
+    assert len(failures("| stream | defmt | 1000 | 2000 (2.0 KiB) |")) == 1
+    assert len(failures("| stream | plain | 1000 |")) == 1
+    print("footprint: self-test passed")
+
+
+def main():
+    if sys.argv[1:] == ["--self-test"]:
+        self_test()
+        return
+    if len(sys.argv) not in (2, 3):
+        sys.exit(__doc__)
+    measured = rows(open(sys.argv[1], encoding="utf-8").read())
+    readme_path = sys.argv[2] if len(sys.argv) == 3 else "README.md"
+    readme = rows(open(readme_path, encoding="utf-8").read())
+    if not measured:
+        sys.exit(f"footprint: no table rows in {sys.argv[1]}")
+    failures = compare(measured, readme, readme_path)
     for failure in failures:
         print(f"footprint: {failure}", file=sys.stderr)
     if failures:

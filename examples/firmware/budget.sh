@@ -84,7 +84,10 @@ for logging in "${loggings[@]}"; do
   elf=$(build "size-base-bandmf-$logging" "${extra}size-baseline,size-bandmf" size)
   sizes=$(code "$elf")
   read -r bandmf_text bandmf_rodata <<<"$sizes"
-  for part in stream checkpoint nonoise blt blt-checkpoint bandmf bandmf-checkpoint; do
+  elf=$(build "size-base-signed-$logging" "${extra}size-baseline,size-signed" size)
+  sizes=$(code "$elf")
+  read -r signed_text signed_rodata <<<"$sizes"
+  for part in stream checkpoint nonoise blt blt-checkpoint bandmf bandmf-checkpoint signed; do
     features="$extra"
     label="blob check + stream (banded)"
     base_text=$banded_text base_rodata=$banded_rodata
@@ -106,6 +109,10 @@ for logging in "${loggings[@]}"; do
       features="${extra}size-bandmf,"
       label="blob check + stream (BandMF)"
       base_text=$bandmf_text base_rodata=$bandmf_rodata
+    elif [ "$part" = signed ]; then
+      features="${extra}size-checkpoint,size-signed,"
+      label="signature check + banded verifier + stream + checkpoint/restore (signed blob)"
+      base_text=$signed_text base_rodata=$signed_rodata
     elif [ "$part" = bandmf-checkpoint ]; then
       features="${extra}size-bandmf,size-checkpoint,"
       label="... + checkpoint/restore (BandMF)"

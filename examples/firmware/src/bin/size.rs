@@ -7,6 +7,11 @@
 //! `size-baseline` the same skeleton runs without the runtime (and with the same blob); the
 //! runtime's size is the difference, so startup code, the blob and the logger are not counted.
 //!
+//! With `size-signed` (and `size-checkpoint`, banded) it is the device of issue 33: the signed
+//! blob's signature is checked (the runtime's `signature` feature), its sensitivity verified
+//! with the banded verifier only, then the stream runs with checkpoints; its baseline is
+//! `size-baseline` with the same signed blob.
+//!
 //! Its panic handler only exits: the runtime's panic paths (there should be none reachable) are
 //! counted by their code, not by a formatter.
 #![no_std]
@@ -31,7 +36,41 @@ use defmt_semihosting as _;
 
 use config::DIM;
 
+#[cfg(not(feature = "size-signed"))]
 static BLOB: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/blob.mfc"));
+/// With `size-signed`: `telemetry.mfc` signed (`verify-banded.signed.mfc`, the same blob with
+/// the 72-byte trailer of `mfc sign`, key of RFC 8032 TEST 1, as the `signed` firmware's).
+#[cfg(feature = "size-signed")]
+static BLOB: &[u8] = include_bytes!("../../verify-banded.signed.mfc");
+
+/// The public key of RFC 8032, TEST 1, which signed `verify-banded.signed.mfc`.
+#[cfg(all(feature = "size-signed", not(feature = "size-baseline")))]
+const PUBLIC: [u8; 32] = [
+    0xd7, 0x5a, 0x98, 0x01, 0x82, 0xb1, 0x0a, 0xb7, 0xd5, 0x4b, 0xfe, 0xd3, 0xc9, 0x64, 0x07, 0x3a,
+    0x0e, 0xe1, 0x72, 0xf3, 0xda, 0xa6, 0x23, 0x25, 0xaf, 0x02, 0x1a, 0x68, 0xf7, 0x07, 0x51, 0x1a,
+];
+
+/// With `size-signed`: the signature checked, then the blob's sensitivity verified on the device
+/// with the banded single-participation verifier only, before the stream is opened.
+#[cfg(all(feature = "size-signed", not(feature = "size-baseline")))]
+fn load_signed_and_verified(
+    bytes: &'static [u8],
+) -> Result<
+    (
+        mfc_runtime::Validated<'static>,
+        mfc_runtime::BlobFingerprint<'static>,
+    ),
+    mfc_runtime::Error,
+> {
+    use mfc_runtime::verify::{self, forms};
+    let signed = mfc_runtime::formats::signature::split_signed(bytes)
+        .ok_or(mfc_runtime::Error::NotSigned)?;
+    mfc_runtime::signature::from_signed_bytes(bytes, &PUBLIC)?;
+    let (mechanism, blob) = mfc_runtime::BlobFingerprint::load(signed.blob)?;
+    let mut scratch = [0.0f64; 16];
+    verify::verify_only::<{ forms::BANDED | forms::SINGLE }>(&mechanism, &mut scratch, 1 << 24)?;
+    Ok((mechanism, blob))
+}
 
 #[cfg(all(
     mfc_form = "blt",
@@ -85,7 +124,9 @@ type Failure = u32;
 #[cfg(not(feature = "size-baseline"))]
 fn run() -> Result<u32, Failure> {
     use mfc_runtime::{ReleaseCounter, epoch_noise};
-    #[cfg(feature = "size-checkpoint")]
+    #[cfg(feature = "size-signed")]
+    let (mechanism, blob) = load_signed_and_verified(black_box(BLOB))?;
+    #[cfg(all(feature = "size-checkpoint", not(feature = "size-signed")))]
     let (mechanism, blob) = mfc_runtime::BlobFingerprint::load(black_box(BLOB))?;
     #[cfg(not(feature = "size-checkpoint"))]
     let mechanism = mfc_runtime::Mechanism::from_bytes(black_box(BLOB))?;
