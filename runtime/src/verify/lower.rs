@@ -27,6 +27,17 @@
 //! holds for any residual, large or small (`ρ` computed with running error bounds, as in
 //! [`super`]).
 
+// A build that leaves forms out (the `form-*` features) leaves their helpers unused.
+#![cfg_attr(
+    not(all(
+        feature = "form-banded",
+        feature = "form-blt",
+        feature = "form-bandmf",
+        feature = "form-fft"
+    )),
+    allow(unused, unreachable_code)
+)]
+
 use mfc_formats::{BandMfKind, Decoder, F32Table, Validated, Workload};
 
 use super::{TWO_U, blt_residual};
@@ -40,7 +51,7 @@ fn down(x: f64, terms: u64) -> f64 {
 /// A lower bound on the sensitivity of `m`'s stored coefficients under any participation schema
 /// and its neighbouring relation (module docs), spending at most `max_operations` operations and,
 /// for a BLT, the first `2m` floats of `scratch` (which [`super::scratch_len`] always covers);
-/// `None` when this form has none here or it could not be computed (too little scratch, a
+/// `None` when this form has none here (or this build leaves it out) or it could not be computed (too little scratch, a
 /// non-finite value).
 pub fn sensitivity_lower_bound(
     m: &Validated<'_>,
@@ -49,7 +60,8 @@ pub fn sensitivity_lower_bound(
 ) -> Option<f64> {
     let factor = m.header.neighbouring.sensitivity_factor();
     let steps = m.header.steps as usize;
-    let bound = match m.decoder {
+    let bound: f64 = match m.decoder {
+        #[cfg(feature = "form-bandmf")]
         Decoder::BandMf(d) => {
             let bands = d.bands();
             let columns = match d.kind {
@@ -77,6 +89,7 @@ pub fn sensitivity_lower_bound(
             }
             down(libm::sqrt(best), 0)
         }
+        #[cfg(feature = "form-blt")]
         Decoder::Blt(d) => {
             let buffers = d.buffers();
             let state = scratch.get_mut(..2 * buffers)?;
@@ -94,6 +107,7 @@ pub fn sensitivity_lower_bound(
                 .min(BLT_STEPS);
             blt_lower(d.theta, d.omega, state, reach)
         }
+        #[cfg(feature = "form-banded")]
         Decoder::BandedLowRank(d) if matches!(m.header.workload, Workload::PrefixSum) => {
             let mut smallest = f64::INFINITY;
             for j in 0..steps {

@@ -55,6 +55,17 @@
 //! be at least the certified **lower** bound of [`lower`] (a column, a pivot, the head of a BLT's
 //! encoder), which refuses gross understatement even where no upper bound can be certified.
 
+// A build that leaves forms out (the `form-*` features) leaves their helpers unused.
+#![cfg_attr(
+    not(all(
+        feature = "form-banded",
+        feature = "form-blt",
+        feature = "form-bandmf",
+        feature = "form-fft"
+    )),
+    allow(unused, unreachable_code)
+)]
+
 use mfc_formats::{
     BandMfKind, Decoder, F32Table, Participation, SensitivityMethod, Validated, Workload,
 };
@@ -71,8 +82,8 @@ pub mod lower;
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum Unverifiable {
-    /// The decoder form has no verification here (a form a later format version adds; every
-    /// form of this version has one).
+    /// The decoder form has no verification here: a form a later format version adds (every
+    /// form of this version has one), or one this build leaves out (its `form-*` feature).
     Form,
     /// The participation schema has no exact verification for this form (the FFT forms under
     /// min separation, or under fixed epoch order with a Gram not non-negative on a pattern; a
@@ -257,17 +268,28 @@ fn schema(
     Ok(if k <= 1 { None } else { Some((k, b)) })
 }
 
-/// The `f64`s of scratch [`verify`] needs for `m` (0 for forms it does not verify).
+/// Whether this build verifies `m`'s form: the forms it replays ([`crate::Shape::replayed`],
+/// the features `form-banded`, `form-blt`, `form-bandmf`, `form-fft`). The others are
+/// [`Unverifiable::Form`], and their verification is not compiled in.
+fn compiled(m: &Validated<'_>) -> bool {
+    crate::Shape::of(m).is_ok_and(crate::Shape::replayed)
+}
+
+/// The `f64`s of scratch [`verify`] needs for `m` (0 for forms it does not verify, and for those
+/// this build leaves out).
 pub fn scratch_len(m: &Validated<'_>) -> usize {
     let steps = m.header.steps as usize;
     match m.decoder {
+        #[cfg(feature = "form-blt")]
         Decoder::Blt(d) if m.header.sensitivity.method.covers_every_horizon() => {
             blt_tail::scratch_len(d.buffers())
         }
+        #[cfg(feature = "form-banded")]
         Decoder::BandedLowRank(d) => match schema(m.header.participation, steps) {
             Err(_) => 0,
             Ok(ks) => banded::scratch_len(&d, steps, banded::Shape::of(m.header.participation, ks)),
         },
+        #[cfg(feature = "form-blt")]
         Decoder::Blt(d) => match (
             m.header.participation,
             schema(m.header.participation, steps),
@@ -278,6 +300,7 @@ pub fn scratch_len(m: &Validated<'_>) -> usize {
             (_, Ok(Some(_))) => 2 * d.buffers() + steps,
             _ => 2 * d.buffers(),
         },
+        #[cfg(feature = "form-bandmf")]
         Decoder::BandMf(d) => match (
             d.kind,
             m.header.participation,
@@ -288,6 +311,7 @@ pub fn scratch_len(m: &Validated<'_>) -> usize {
             }
             _ => 0,
         },
+        #[cfg(feature = "form-fft")]
         Decoder::Fft(d) => match (
             m.header.participation,
             schema(m.header.participation, steps),
@@ -300,7 +324,7 @@ pub fn scratch_len(m: &Validated<'_>) -> usize {
 }
 
 /// The operations (multiply-adds) [`verify`] spends on `m`, `None` for forms or schemas it does
-/// not verify, and for a BLT bound over every horizon (`BltTailBound`), whose cost depends on how
+/// not verify (or this build leaves out), and for a BLT bound over every horizon (`BltTailBound`), whose cost depends on how
 /// fast its encoder decays and is only known after the run ([`blt_tail::certify`] counts it and
 /// stops at the budget). Compare with a device's budget: what one operation costs a Cortex-M4F
 /// in soft-float `f64` is measured by `examples/firmware/src/bin/verify.rs` (`BENCHMARKS.md`,
@@ -312,11 +336,13 @@ pub fn operations(m: &Validated<'_>) -> Option<u64> {
     let n = u64::from(m.header.steps);
     let ks = schema(m.header.participation, n as usize).ok()?;
     match m.decoder {
+        #[cfg(feature = "form-banded")]
         Decoder::BandedLowRank(d) => Some(banded::operations(
             &d,
             n as usize,
             banded::Shape::of(m.header.participation, ks),
         )),
+        #[cfg(feature = "form-blt")]
         Decoder::Blt(d) => {
             let buffers = d.buffers() as u64;
             Some(match (ks, m.header.participation) {
@@ -327,6 +353,7 @@ pub fn operations(m: &Validated<'_>) -> Option<u64> {
                 (Some((k, _)), _) => n.saturating_mul(buffers + k as u64),
             })
         }
+        #[cfg(feature = "form-bandmf")]
         Decoder::BandMf(d) => {
             let bands = u64::from(d.bands);
             Some(match (d.kind, ks, m.header.participation) {
@@ -339,6 +366,7 @@ pub fn operations(m: &Validated<'_>) -> Option<u64> {
                 (_, Some((k, _)), _) => n.saturating_mul(bands + k as u64),
             })
         }
+        #[cfg(feature = "form-fft")]
         Decoder::Fft(d) => match (ks, m.header.participation) {
             (None, _) => Some(fft::operations(&d, None)),
             (Some((k, _)), Participation::FixedEpochOrder { .. }) => {
@@ -352,13 +380,18 @@ pub fn operations(m: &Validated<'_>) -> Option<u64> {
 
 /// An upper bound `U` on the sensitivity of `m`'s stored coefficients under its schema and
 /// neighbouring relation (the quantity `header.sensitivity.value` records), or why it could not
-/// be computed within `max_operations` and `scratch` (see the module docs).
+/// be computed within `max_operations` and `scratch` (see the module docs); a form this build
+/// leaves out is [`Unverifiable::Form`].
 pub fn sensitivity_bound(
     m: &Validated<'_>,
     scratch: &mut [f64],
     max_operations: u64,
 ) -> Result<f64, Unverifiable> {
+    if !compiled(m) {
+        return Err(Unverifiable::Form);
+    }
     let factor = m.header.neighbouring.sensitivity_factor();
+    #[cfg(feature = "form-blt")]
     if m.header.sensitivity.method == SensitivityMethod::BltTailBound {
         let (Decoder::Blt(d), Participation::Single) = (m.decoder, m.header.participation) else {
             return Err(Unverifiable::Schema);
@@ -390,8 +423,11 @@ pub fn sensitivity_bound(
     let steps = m.header.steps as usize;
     let ks = schema(m.header.participation, steps)?;
     let bound = match m.decoder {
+        #[cfg(feature = "form-bandmf")]
         Decoder::BandMf(d) => sqrt_up(bandmf(d, steps, ks, m.header.participation, scratch)?),
+        #[cfg(feature = "form-blt")]
         Decoder::Blt(d) => blt(d, steps, ks, m.header.participation, scratch)?,
+        #[cfg(feature = "form-banded")]
         Decoder::BandedLowRank(d) => {
             if !matches!(m.header.workload, Workload::PrefixSum) {
                 return Err(Unverifiable::WorkloadNotStored);
@@ -403,6 +439,7 @@ pub fn sensitivity_bound(
                 scratch,
             )?
         }
+        #[cfg(feature = "form-fft")]
         Decoder::Fft(d) => fft::bound(&d, ks, m.header.sensitivity.method, scratch)?,
         _ => return Err(Unverifiable::Form),
     };
