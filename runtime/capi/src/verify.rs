@@ -7,9 +7,9 @@
 //! ([`MfcVerdict`], `mfc_stream_verdict`).
 
 use mfc_formats::{Mechanism, Validated};
-use mfc_runtime::{Error, Shape};
 use mfc_runtime::policy::{Floor, Policy};
 use mfc_runtime::verify::{self, Unverifiable, Verdict};
+use mfc_runtime::{Error, Shape};
 
 use crate::{MfcStatus, Span, bytes};
 
