@@ -8,6 +8,10 @@
 # releases must equal the uninterrupted Rust replay bit for bit; a build with a
 # corrupted blob must report MFC_STATUS_INVALID_BLOB and exit with code 2 (not 0, not hang: 124,
 # not fault: 3), and builds with an understated and an unverifiable blob must be refused at open.
+# Then the library built for the banded form only (`--no-default-features --features form-banded`)
+# runs the banded firmware the same way, refuses a blob of every other form at open with
+# MFC_STATUS_UNSUPPORTED_DECODER (3, exit code 2, nothing released), and is smaller than the
+# library of every form (its code and tables linked, from the linker map).
 # Needs the blobs and references of .ci/capi.sh (run first), qemu-system-arm, gcc-arm-none-eabi
 # and binutils-arm-none-eabi (.ci/run installs them) and the thumbv7em-none-eabihf target.
 set -euo pipefail
@@ -19,9 +23,11 @@ mkdir -p "$out"
 qemu=(timeout 60 qemu-system-arm -machine mps2-an386 -cpu cortex-m4 -nographic
       -semihosting-config enable=on,target=native -kernel)
 
-echo "-- libmfc.a for thumbv7em-none-eabihf (no_std)"
-cargo build --release -p mfc-runtime-capi --target thumbv7em-none-eabihf
-lib=target/thumbv7em-none-eabihf/release/libmfc.a
+# The `firmware` profile (root Cargo.toml): LTO, opt-level "s", one codegen unit, panic = abort.
+echo "-- libmfc.a for thumbv7em-none-eabihf (no_std, every form)"
+cargo build --profile firmware -p mfc-runtime-capi --target thumbv7em-none-eabihf
+cp target/thumbv7em-none-eabihf/firmware/libmfc.a "$out/libmfc-all.a"
+lib=$out/libmfc-all.a
 
 build() { # name blob [cflags...]
   local name=$1 blob=$2
@@ -30,7 +36,7 @@ build() { # name blob [cflags...]
     -Wall -Wextra -Werror -ffreestanding -ffunction-sections -fdata-sections -nostdlib \
     -I runtime/capi/include -DMFC_BLOB_PATH="\"$blob\"" "$@" -T "$fw/link.ld" \
     "$fw/startup.c" "$fw/main.c" "$lib" -lgcc -Wl,--gc-sections -z noexecstack \
-    -o "$out/$name.elf"
+    -Wl,-Map="$out/$name.map" -o "$out/$name.elf"
 }
 
 for form in banded blt fft bandmf blt-unbounded; do
@@ -79,3 +85,45 @@ for refusal in lowered/blt:17 fft-min-sep:18; do
   fi
   echo "$name.mfc refused at open on the device (status $code)"
 done
+
+echo "-- libmfc.a for the banded form only"
+cargo build --profile firmware -p mfc-runtime-capi --target thumbv7em-none-eabihf \
+  --no-default-features --features form-banded
+cp target/thumbv7em-none-eabihf/firmware/libmfc.a "$out/libmfc-banded.a"
+lib=$out/libmfc-banded.a
+build banded-only target/capi/banded.mfc
+status=0
+"${qemu[@]}" "$out/banded-only.elf" > "$out/banded-only.log" || status=$?
+if [ "$status" -ne 0 ]; then
+  cat "$out/banded-only.log"
+  echo "C firmware (banded-only library) exited with $status (expected 0)" >&2
+  exit 1
+fi
+grep -q '^# stale checkpoint refused' "$out/banded-only.log"
+grep -v '^#' "$out/banded-only.log" | diff - target/capi/banded-rust.txt
+echo "banded-only library: the C firmware under QEMU equals the Rust replay on all" \
+  "$(wc -l < target/capi/banded-rust.txt) releases"
+# A blob of a form the library leaves out: MFC_STATUS_UNSUPPORTED_DECODER at open, nothing
+# released (mfc_workspace_len, which the scenario's open calls first, refuses it).
+for form in blt fft bandmf blt-unbounded; do
+  build "banded-only-$form" "target/capi/$form.mfc"
+  status=0
+  "${qemu[@]}" "$out/banded-only-$form.elf" > "$out/refused.log" 2>&1 || status=$?
+  cat "$out/refused.log"
+  if [ "$status" -ne 2 ] || ! grep -q "mfc_stream_open_epoch returned status 3$" "$out/refused.log" ||
+      grep -qv '^#' "$out/refused.log"; then
+    echo "banded-only C firmware with $form.mfc exited with $status (expected 2 and status 3)" >&2
+    exit 1
+  fi
+  echo "$form.mfc refused at open by the banded-only library (MFC_STATUS_UNSUPPORTED_DECODER)"
+done
+# The selection drops the other forms' code: libmfc's .text + .rodata linked into the same
+# firmware and blob, from the linker maps.
+read -r text rodata < <(awk -f "$fw/mapsum.awk" "$out/banded.map")
+read -r one_text one_rodata < <(awk -f "$fw/mapsum.awk" "$out/banded-only.map")
+echo "libmfc linked for the banded blob: every form $((text + rodata)) B, banded only" \
+  "$((one_text + one_rodata)) B (.text + .rodata)"
+if [ $((one_text + one_rodata)) -ge $((text + rodata)) ]; then
+  echo "the banded-only library is not smaller than the library of every form" >&2
+  exit 1
+fi

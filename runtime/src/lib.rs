@@ -54,9 +54,14 @@
 //!
 //! # Features
 //!
-//! None is on by default; the default build is `no_std`, allocation-free, and can only draw noise
-//! from ChaCha20.
+//! Only the forms are on by default (`all-forms`); the default build is `no_std`,
+//! allocation-free, and can only draw noise from ChaCha20.
 //!
+//! - `form-banded`, `form-blt`, `form-bandmf`, `form-fft` (all four: `all-forms`, the default):
+//!   the decoder forms [`Replay`] replays. A blob of a form left out is refused
+//!   ([`Error::UnsupportedDecoder`]) and its replay code is not linked; at least one must be on.
+//!   The form's stream type stays public either way. Verifiers are selected at link time
+//!   instead, by [`verify::verify_only`]'s const parameter.
 //! - `os-entropy`: `ChaChaNoise::from_os_entropy`, a seed from the operating system.
 //! - `parallel` (implies `std`): `parallel::ParallelStream`, shards of one stream stepped on
 //!   rayon's thread pool, and `prefetch::PrefetchedNoise`, noise drawn one step ahead on a

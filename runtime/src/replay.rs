@@ -6,6 +6,14 @@
 //! form's parameters and `d`. This module and `verify/` are the runtime's only matches over the
 //! forms; a stream type stays public for users who want one form only (a device's flash).
 //!
+//! **Forms of this build.** `Replay` holds the forms the crate's features select (`form-banded`,
+//! `form-blt`, `form-bandmf`, `form-fft`; all by default, `all-forms`): a blob of a form left out
+//! is refused at [`Replay::workspace_len`] and [`Replay::open`] with
+//! [`Error::UnsupportedDecoder`] ([`Shape::replayed`] says which), and the form's replay code is
+//! not linked. The C library's `form-*` features forward here and it links the same forms'
+//! verifiers ([`crate::verify::verify_only`]), so a C firmware linked for one form pays for that
+//! form only.
+//!
 //! ```
 //! use mfc_runtime::{BlobFingerprint, Error, ReleaseCounter, Replay, Shape, epoch_noise};
 //! # use mfc_runtime::formats::*;
@@ -56,15 +64,43 @@
 //!   epoch, key, blob, dimension, shard or noise scale, and non-finite states are refused; a
 //!   restored stream releases bit for bit what the uninterrupted one would have.
 
+// A build that leaves forms out (the `form-*` features) leaves their helpers unused.
+#![cfg_attr(
+    not(all(
+        feature = "form-banded",
+        feature = "form-blt",
+        feature = "form-bandmf",
+        feature = "form-fft"
+    )),
+    allow(unused, unreachable_code)
+)]
+
 use core::ops::Range;
 
 use mfc_formats::{Decoder, FftKind, Mechanism, Validated, Workload};
 
 use crate::checkpoint::{BlobFingerprint, ReleaseCounter, Resumable, frame_len, sealed};
 use crate::error::Error;
-use crate::forms::{
-    BandMfStream, BltStream, FftStream, Stream, banded, bandmf, blt, fft, recorded_noise_multiplier,
-};
+#[cfg(feature = "form-bandmf")]
+use crate::forms::BandMfStream;
+#[cfg(feature = "form-blt")]
+use crate::forms::BltStream;
+#[cfg(feature = "form-fft")]
+use crate::forms::FftStream;
+#[cfg(feature = "form-banded")]
+use crate::forms::Stream;
+use crate::forms::{banded, bandmf, blt, fft, recorded_noise_multiplier};
+
+#[cfg(not(any(
+    feature = "form-banded",
+    feature = "form-blt",
+    feature = "form-bandmf",
+    feature = "form-fft"
+)))]
+compile_error!(
+    "mfc-runtime replays no form: enable `all-forms` or one of `form-banded`, `form-blt`, \
+     `form-bandmf`, `form-fft`"
+);
 use crate::noise::{ChaChaNoise, NoiseSource};
 
 /// A decoder form and the parameters its memory depends on: what [`Shape::of`] reads from a blob,
@@ -137,6 +173,18 @@ impl Shape {
         }
     }
 
+    /// Whether this build replays the form: its feature (`form-banded`,
+    /// `form-blt`, `form-bandmf`, `form-fft`) is enabled. A blob of a form it does not replay is
+    /// refused with [`Error::UnsupportedDecoder`].
+    pub const fn replayed(self) -> bool {
+        match self {
+            Shape::Banded { .. } => cfg!(feature = "form-banded"),
+            Shape::Fft { .. } => cfg!(feature = "form-fft"),
+            Shape::Blt { .. } => cfg!(feature = "form-blt"),
+            Shape::BandMf { .. } => cfg!(feature = "form-bandmf"),
+        }
+    }
+
     /// Whether a stream of this form can be a shard of a wider row ([`Replay::shard`]): the
     /// banded and BandMF forms, whose every coordinate is independent of the others; the FFT
     /// form draws each block's noise across the row, and the BLT form has no shards.
@@ -183,16 +231,21 @@ impl Shape {
     }
 }
 
-/// A stream of any decoder form, opened from a validated blob with the caller's workspace. See
-/// the [module docs](self) for the guarantees every form shares.
+/// A stream of any decoder form this build replays (module docs, "Forms of this build"), opened
+/// from a validated blob with the caller's workspace. See the [module docs](self) for the
+/// guarantees every form shares.
 pub enum Replay<'a, N: NoiseSource = ChaChaNoise> {
     /// Banded plus low rank (decoder 0).
+    #[cfg(feature = "form-banded")]
     Banded(Stream<'a, 'a, N>),
     /// Buffered linear Toeplitz (decoder 2).
+    #[cfg(feature = "form-blt")]
     Blt(BltStream<'a, 'a, N>),
     /// FFT (decoder 1).
+    #[cfg(feature = "form-fft")]
     Fft(FftStream<'a, 'a, N>),
     /// BandMF (decoder 3).
+    #[cfg(feature = "form-bandmf")]
     BandMf(BandMfStream<'a, 'a, N>),
 }
 
@@ -200,9 +253,13 @@ pub enum Replay<'a, N: NoiseSource = ChaChaNoise> {
 macro_rules! dispatch {
     ($replay:expr, $s:ident => $call:expr) => {
         match $replay {
+            #[cfg(feature = "form-banded")]
             Replay::Banded($s) => $call,
+            #[cfg(feature = "form-blt")]
             Replay::Blt($s) => $call,
+            #[cfg(feature = "form-fft")]
             Replay::Fft($s) => $call,
+            #[cfg(feature = "form-bandmf")]
             Replay::BandMf($s) => $call,
         }
     };
@@ -220,12 +277,17 @@ impl Replay<'_, ChaChaNoise> {
     /// `dim`): the form's formula ([`Shape::workspace_len`]), whatever the noise source (so
     /// `Replay::workspace_len` needs no type annotation). Errors name why: the form
     /// ([`Error::UnsupportedDecoder`]), an FFT block this build cannot replay
-    /// ([`Error::FftBlockTooLarge`]), or `dim` ([`Error::InvalidDimension`]).
+    /// ([`Error::FftBlockTooLarge`]), or `dim` ([`Error::InvalidDimension`]). A form this build
+    /// does not replay ([`Shape::replayed`]) is [`Error::UnsupportedDecoder`] too.
     pub fn workspace_len(mechanism: &Validated<'_>, dim: usize) -> Result<usize, Error> {
         match mechanism.decoder {
+            #[cfg(feature = "form-banded")]
             Decoder::BandedLowRank(_) => Stream::<ChaChaNoise>::workspace_len(mechanism, dim),
+            #[cfg(feature = "form-blt")]
             Decoder::Blt(_) => BltStream::<ChaChaNoise>::workspace_len(mechanism, dim),
+            #[cfg(feature = "form-fft")]
             Decoder::Fft(_) => FftStream::<ChaChaNoise>::workspace_len(mechanism, dim),
+            #[cfg(feature = "form-bandmf")]
             Decoder::BandMf(_) => BandMfStream::<ChaChaNoise>::workspace_len(mechanism, dim),
             #[allow(unreachable_patterns)]
             _ => Err(Error::UnsupportedDecoder),
@@ -235,7 +297,8 @@ impl Replay<'_, ChaChaNoise> {
 
 impl<'a, N: NoiseSource> Replay<'a, N> {
     /// Opens a stream of dimension `dim` over the blob, with the noise multiplier it records,
-    /// in the first [`workspace_len`](Self::workspace_len) floats of `workspace`.
+    /// in the first [`workspace_len`](Self::workspace_len) floats of `workspace`; a blob of a
+    /// form this build does not replay is refused ([`Error::UnsupportedDecoder`]).
     pub fn open(
         mechanism: Validated<'a>,
         dim: usize,
@@ -312,6 +375,7 @@ impl<'a, N: NoiseSource> Replay<'a, N> {
     ) -> Result<Self, Error> {
         let (m, ws) = (mechanism, workspace);
         // A form without shards opens the whole row only.
+        #[cfg(any(feature = "form-blt", feature = "form-fft"))]
         let whole = |rows: Rows| match rows {
             Rows::Whole(dim) => Ok(dim),
             Rows::Shard { row, range } => {
@@ -329,18 +393,23 @@ impl<'a, N: NoiseSource> Replay<'a, N> {
             }
         };
         Ok(match (m.decoder, rows) {
+            #[cfg(feature = "form-banded")]
             (Decoder::BandedLowRank(_), Rows::Whole(dim)) => {
                 Self::Banded(Stream::with_noise_multiplier(m, dim, ws, noise, sigma)?)
             }
+            #[cfg(feature = "form-banded")]
             (Decoder::BandedLowRank(_), Rows::Shard { row, range }) => Self::Banded(
                 Stream::shard_with_noise_multiplier(m, row, range, ws, noise, sigma)?,
             ),
+            #[cfg(feature = "form-bandmf")]
             (Decoder::BandMf(_), Rows::Whole(dim)) => Self::BandMf(
                 BandMfStream::with_noise_multiplier(m, dim, ws, noise, sigma)?,
             ),
+            #[cfg(feature = "form-bandmf")]
             (Decoder::BandMf(_), Rows::Shard { row, range }) => Self::BandMf(
                 BandMfStream::shard_with_noise_multiplier(m, row, range, ws, noise, sigma)?,
             ),
+            #[cfg(feature = "form-blt")]
             (Decoder::Blt(_), rows) => Self::Blt(BltStream::with_noise_multiplier(
                 m,
                 whole(rows)?,
@@ -348,6 +417,7 @@ impl<'a, N: NoiseSource> Replay<'a, N> {
                 noise,
                 sigma,
             )?),
+            #[cfg(feature = "form-fft")]
             (Decoder::Fft(_), rows) => Self::Fft(FftStream::with_noise_multiplier(
                 m,
                 whole(rows)?,
@@ -390,9 +460,14 @@ impl<'a, N: NoiseSource> Replay<'a, N> {
         release: &mut [f32],
     ) -> Result<(), Error> {
         match self {
+            #[cfg(feature = "form-banded")]
             Self::Banded(s) => s.step_clipped(input, clip, release),
+            #[cfg(feature = "form-bandmf")]
             Self::BandMf(s) => s.step_clipped(input, clip, release),
-            Self::Blt(_) | Self::Fft(_) => Err(Error::UnsupportedDecoder),
+            #[cfg(feature = "form-blt")]
+            Self::Blt(_) => Err(Error::UnsupportedDecoder),
+            #[cfg(feature = "form-fft")]
+            Self::Fft(_) => Err(Error::UnsupportedDecoder),
         }
     }
 
@@ -401,18 +476,27 @@ impl<'a, N: NoiseSource> Replay<'a, N> {
     /// their noise to the inputs themselves and refuse it ([`Error::UnsupportedDecoder`]).
     pub fn step_noise(&mut self, out: &mut [f32]) -> Result<(), Error> {
         match self {
+            #[cfg(feature = "form-banded")]
             Self::Banded(s) => s.step_noise(out),
+            #[cfg(feature = "form-fft")]
             Self::Fft(s) => s.step_noise(out),
-            Self::Blt(_) | Self::BandMf(_) => Err(Error::UnsupportedDecoder),
+            #[cfg(feature = "form-blt")]
+            Self::Blt(_) => Err(Error::UnsupportedDecoder),
+            #[cfg(feature = "form-bandmf")]
+            Self::BandMf(_) => Err(Error::UnsupportedDecoder),
         }
     }
 
     /// Whether [`step`](Self::step) releases prefix sums (the blob's workload is the prefix sum).
     pub fn releases_prefix_sums(&self) -> bool {
         match self {
+            #[cfg(feature = "form-banded")]
             Self::Banded(s) => s.releases_prefix_sums(),
+            #[cfg(feature = "form-blt")]
             Self::Blt(_) => true,
+            #[cfg(feature = "form-fft")]
             Self::Fft(s) => s.releases_prefix_sums(),
+            #[cfg(feature = "form-bandmf")]
             Self::BandMf(s) => s.releases_prefix_sums(),
         }
     }
@@ -422,23 +506,27 @@ impl<'a, N: NoiseSource> Replay<'a, N> {
     /// `A`); a banded or FFT blob of another workload releases its noise only
     /// ([`step_noise`](Self::step_noise)).
     pub fn takes_inputs(&self) -> bool {
-        matches!(self, Self::BandMf(_)) || self.releases_prefix_sums()
+        matches!(self.shape(), Shape::BandMf { .. }) || self.releases_prefix_sums()
     }
 
     /// The blob's form and the parameters its memory depends on.
     pub fn shape(&self) -> Shape {
         match self {
+            #[cfg(feature = "form-banded")]
             Self::Banded(s) => Shape::Banded {
                 band: s.decoder().band,
                 rank: s.decoder().rank,
             },
+            #[cfg(feature = "form-blt")]
             Self::Blt(s) => Shape::Blt {
                 buffers: s.buffers(),
             },
+            #[cfg(feature = "form-fft")]
             Self::Fft(s) => Shape::Fft {
                 kind: s.decoder().kind,
                 block: s.decoder().block,
             },
+            #[cfg(feature = "form-bandmf")]
             Self::BandMf(s) => Shape::BandMf {
                 bands: s.decoder().bands,
                 prefix_sum: s.releases_prefix_sums(),
@@ -464,9 +552,14 @@ impl<'a, N: NoiseSource> Replay<'a, N> {
     /// The first coordinate of the row this stream owns: 0 unless it is a shard.
     pub fn offset(&self) -> u64 {
         match self {
+            #[cfg(feature = "form-banded")]
             Self::Banded(s) => s.offset(),
+            #[cfg(feature = "form-bandmf")]
             Self::BandMf(s) => s.offset(),
-            Self::Blt(_) | Self::Fft(_) => 0,
+            #[cfg(feature = "form-blt")]
+            Self::Blt(_) => 0,
+            #[cfg(feature = "form-fft")]
+            Self::Fft(_) => 0,
         }
     }
 

@@ -47,7 +47,8 @@ typedef enum MfcStatus {
   MFC_STATUS_INVALID_ARGUMENT = 1,
   // The blob is malformed, corrupted, truncated or of another version.
   MFC_STATUS_INVALID_BLOB = 2,
-  // The blob's decoder form is not one this library replays.
+  // The blob's decoder form is not one this library replays: a later format version's, or a
+  // form this build leaves out (built without its `form-*` feature).
   MFC_STATUS_UNSUPPORTED_DECODER = 3,
   // A row does not have the stream's dimension, or the dimension is invalid.
   MFC_STATUS_DIMENSION_MISMATCH = 4,
@@ -362,7 +363,8 @@ enum MfcStatus mfc_counter_record(struct MfcCounter *counter, const struct MfcSt
 enum MfcStatus mfc_stream_close(struct MfcStream *stream);
 
 // The `double`s of scratch `mfc_verify` (and the verification of `mfc_stream_open*`) needs for
-// this blob, written to `*out`.
+// this blob, written to `*out`; `MFC_STATUS_UNSUPPORTED_DECODER` for a form this library leaves
+// out (built without its `form-*` feature).
 //
 // # Safety
 // `blob` must point to `blob_len` readable bytes and `out` to a writable `size_t`.
@@ -375,9 +377,10 @@ enum MfcStatus mfc_verify_scratch_len(const uint8_t *blob, size_t blob_len, size
 // `MFC_STATUS_SENSITIVITY_UNDERSTATED` when it is below (refuse the blob), and when the bound
 // could not be computed (the caller's policy decides): `MFC_STATUS_VERIFY_SCRATCH_TOO_SMALL`,
 // `MFC_STATUS_VERIFY_OVER_BUDGET`, or `MFC_STATUS_UNVERIFIABLE` (the form, schema or
-// conditioning of the blob). `bound` may be null. `scratch`, `bound` and the blob must not
-// share memory (`MFC_STATUS_OVERLAP`); `scratch` and `bound` must be aligned for `double`
-// (`MFC_STATUS_INVALID_ARGUMENT`).
+// conditioning of the blob); `MFC_STATUS_UNSUPPORTED_DECODER` for a form this library leaves
+// out (built without its `form-*` feature). `bound` may be null. `scratch`, `bound` and the
+// blob must not share memory (`MFC_STATUS_OVERLAP`); `scratch` and `bound` must be aligned for
+// `double` (`MFC_STATUS_INVALID_ARGUMENT`).
 //
 // # Safety
 // `blob` must point to `blob_len` readable bytes, `scratch` to `scratch_len` writable doubles

@@ -12,6 +12,16 @@
 //! thumbv7em-none-eabihf`), where it brings its own panic handler (an endless loop, never reached:
 //! the runtime does not panic).
 //!
+//! **Forms.** The cargo features `form-banded`, `form-blt`, `form-bandmf` and `form-fft` (all
+//! by default) choose the forms the library replays and verifies; they forward to `mfc-runtime`,
+//! and the code of a form left out is not in the library. A blob of such a form is refused by
+//! `mfc_workspace_len`, `mfc_stream_open*`, `mfc_verify` and `mfc_verify_scratch_len` with
+//! `MFC_STATUS_UNSUPPORTED_DECODER`, never misread; the header is the same whatever the selection.
+//! Built with the `firmware` profile (LTO, `opt-level = "s"`, one codegen unit) for one form, the
+//! library costs a C firmware only that form (README, "The C library on bare metal"):
+//! `cargo build --profile firmware -p mfc-runtime-capi --target thumbv7em-none-eabihf
+//! --no-default-features --features form-banded`.
+//!
 //! **Opening verifies.** [`mfc_stream_open`] and [`mfc_stream_open_epoch`] run the device's
 //! policy (`mfc_runtime::policy::admit`) before building the stream: the blob's sensitivity is
 //! recomputed from its stored coefficients, within a budget of operations and with `f64` scratch
@@ -71,7 +81,8 @@ pub enum MfcStatus {
     InvalidArgument = 1,
     /// The blob is malformed, corrupted, truncated or of another version.
     InvalidBlob = 2,
-    /// The blob's decoder form is not one this library replays.
+    /// The blob's decoder form is not one this library replays: a later format version's, or a
+    /// form this build leaves out (built without its `form-*` feature).
     UnsupportedDecoder = 3,
     /// A row does not have the stream's dimension, or the dimension is invalid.
     DimensionMismatch = 4,

@@ -7,9 +7,9 @@
 //! ([`MfcVerdict`], `mfc_stream_verdict`).
 
 use mfc_formats::{Mechanism, Validated};
-use mfc_runtime::Error;
 use mfc_runtime::policy::{Floor, Policy};
 use mfc_runtime::verify::{self, Unverifiable, Verdict};
+use mfc_runtime::{Error, Shape};
 
 use crate::{MfcStatus, Span, bytes};
 
@@ -152,6 +152,32 @@ fn refusal(why: Unverifiable) -> MfcStatus {
     }
 }
 
+/// Whether this library replays (and verifies) the blob's form: its `form-*` feature is on.
+fn replayed(m: &Mechanism<'_>) -> bool {
+    Shape::of(m).is_ok_and(Shape::replayed)
+}
+
+/// The verifiers this library links (`mfc_runtime::verify::forms`): those of the forms its
+/// `form-*` features select, under every participation schema. `verify::verify_only` leaves the
+/// others out of the library; [`replayed`] refuses their blobs first.
+const FORMS: u8 = {
+    use verify::forms;
+    let mut set = forms::SINGLE | forms::FIXED_EPOCH_ORDER | forms::MIN_SEPARATION;
+    if cfg!(feature = "form-banded") {
+        set |= forms::BANDED;
+    }
+    if cfg!(feature = "form-blt") {
+        set |= forms::BLT | forms::BLT_EVERY_HORIZON;
+    }
+    if cfg!(feature = "form-bandmf") {
+        set |= forms::BANDMF;
+    }
+    if cfg!(feature = "form-fft") {
+        set |= forms::FFT;
+    }
+    set
+};
+
 /// The device's policy (`mfc_runtime::policy`: the verification, then `Policy::decide`) under
 /// `flags`, with `scratch` and the budget `max_operations`, before any stream is built: the
 /// verdict the stream keeps, or the refusal, which says what the caller can change (scratch,
@@ -173,7 +199,7 @@ pub(crate) fn admit(
         refuse_unverifiable: flags & MFC_OPEN_ALLOW_UNVERIFIED == 0,
         admit_unbounded_horizon: flags & MFC_OPEN_ALLOW_UNVERIFIED_UNBOUNDED_HORIZON != 0,
     };
-    let verdict = verify::verify(m, scratch, max_operations);
+    let verdict = verify::verify_only::<FORMS>(m, scratch, max_operations);
     let why = match verdict {
         Ok(Verdict::Unverifiable(why)) => Some(why),
         _ => None,
@@ -187,7 +213,8 @@ pub(crate) fn admit(
 }
 
 /// The `double`s of scratch `mfc_verify` (and the verification of `mfc_stream_open*`) needs for
-/// this blob, written to `*out`.
+/// this blob, written to `*out`; `MFC_STATUS_UNSUPPORTED_DECODER` for a form this library leaves
+/// out (built without its `form-*` feature).
 ///
 /// # Safety
 /// `blob` must point to `blob_len` readable bytes and `out` to a writable `size_t`.
@@ -208,6 +235,7 @@ pub unsafe extern "C" fn mfc_verify_scratch_len(
         return MfcStatus::Overlap;
     }
     match Mechanism::from_bytes(blob) {
+        Ok(m) if !replayed(&m) => MfcStatus::UnsupportedDecoder,
         Ok(m) => {
             // SAFETY: non-null, aligned (`Span::of`), writable by the caller's contract, and not
             // in the blob (checked), which is no longer read.
@@ -225,9 +253,10 @@ pub unsafe extern "C" fn mfc_verify_scratch_len(
 /// `MFC_STATUS_SENSITIVITY_UNDERSTATED` when it is below (refuse the blob), and when the bound
 /// could not be computed (the caller's policy decides): `MFC_STATUS_VERIFY_SCRATCH_TOO_SMALL`,
 /// `MFC_STATUS_VERIFY_OVER_BUDGET`, or `MFC_STATUS_UNVERIFIABLE` (the form, schema or
-/// conditioning of the blob). `bound` may be null. `scratch`, `bound` and the blob must not
-/// share memory (`MFC_STATUS_OVERLAP`); `scratch` and `bound` must be aligned for `double`
-/// (`MFC_STATUS_INVALID_ARGUMENT`).
+/// conditioning of the blob); `MFC_STATUS_UNSUPPORTED_DECODER` for a form this library leaves
+/// out (built without its `form-*` feature). `bound` may be null. `scratch`, `bound` and the
+/// blob must not share memory (`MFC_STATUS_OVERLAP`); `scratch` and `bound` must be aligned for
+/// `double` (`MFC_STATUS_INVALID_ARGUMENT`).
 ///
 /// # Safety
 /// `blob` must point to `blob_len` readable bytes, `scratch` to `scratch_len` writable doubles
@@ -276,7 +305,10 @@ pub unsafe extern "C" fn mfc_verify(
         Ok(m) => m,
         Err(e) => return Error::from(e).into(),
     };
-    match verify::verify(&m, scratch, budget(max_operations)) {
+    if !replayed(&m) {
+        return MfcStatus::UnsupportedDecoder;
+    }
+    match verify::verify_only::<FORMS>(&m, scratch, budget(max_operations)) {
         Ok(Verdict::Verified { bound: b, .. }) => {
             if !bound.is_null() {
                 // SAFETY: non-null, aligned, writable by the caller's contract, and disjoint from

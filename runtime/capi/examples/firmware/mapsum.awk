@@ -18,7 +18,7 @@ function hex(s,    i, c, v) {
   else if ($1 ~ /^\.(text|rodata)/ && NF == 1) { pending = $1; next }
   else if ($1 ~ /^\.(text|rodata)/ && NF >= 4) { name = $1; size = $3; file = $4 }
   else next
-  if (file !~ /libmfc\.a\(/) next
+  if (file !~ /libmfc[-a-z]*\.a\(/) next
   if (name ~ /^\.text/) text += hex(size); else rodata += hex(size)
 }
 END { printf "%d %d\n", text, rodata }
