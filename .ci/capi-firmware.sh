@@ -127,3 +127,15 @@ if [ $((one_text + one_rodata)) -ge $((text + rodata)) ]; then
   echo "the banded-only library is not smaller than the library of every form" >&2
   exit 1
 fi
+# The footprint budget (as .ci/footprint.py for the Rust firmware): neither may exceed the
+# README's figure (its budget table, linked into bench.c) by more than 5%.
+for row in "every form (default features)|$((text + rodata))" "form-banded|$((one_text + one_rodata))"; do
+  label=${row%|*} measured=${row#*|}
+  kept=$(awk -F'|' -v l="$label" '$2 == " " l " " && $3 ~ /bench.c, banded.mfc/ { print $6 + 0 }' README.md)
+  [ -n "$kept" ] || { echo "README.md has no C library row '$label'" >&2; exit 1; }
+  if [ "$measured" -gt $((kept * 105 / 100)) ]; then
+    echo "libmfc ($label) is $measured B, more than 5% above the README's $kept B" >&2
+    exit 1
+  fi
+  echo "libmfc ($label): $measured B, within 5% of the README's $kept B"
+done

@@ -132,7 +132,7 @@ done
 echo
 
 # Verification of the recorded sensitivity, per form (its own script, also run by --footprint).
-./verify-budget.sh
+./verify-budget.sh "$MODE"
 echo
 
 # The signature check: the `signed` firmware (a 3 271-byte signed blob) with a verifier, minus
@@ -220,10 +220,11 @@ echo
 
 # The same banded telemetry bench (telemetry.mfc, d = 4) on the three cores QEMU runs: its RAM
 # (.data + .bss + .uninit, and the stack of the whole run, painted from `main`: workspace,
-# checkpoint slot, stream and step), and the .text of the telemetry firmware.
+# checkpoint slot, stream and step), and the flash of the telemetry firmware, which replays any
+# form through `Replay` (text logger included).
 echo "### Cores (telemetry.mfc, (h, r) = (4, 4), d = 4, QEMU -icount shift=$SHIFT)"
 echo
-echo "| core (QEMU machine, target) | instructions / step | / checkpoint | restore | blob check | stack B (step + checkpoint) | RAM B (whole run) | telemetry firmware .text B |"
+echo "| core (QEMU machine, target) | instructions / step | / checkpoint | restore | blob check | stack B (step + checkpoint) | RAM B (whole run) | telemetry firmware flash B (.text + .rodata, every form) |"
 echo "|---|---|---|---|---|---|---|---|"
 for board in m4f m0 m33; do
   case $board in
@@ -248,6 +249,6 @@ for board in m4f m0 m33; do
   ram=$(( $(section "$elf" .data) + $(section "$elf" .bss) + $(section "$elf" .uninit)
           + $(field whole_stack_bytes) ))
   echo "| $label | $(instr "$(field step_total)" "$steps") | $(instr "$(field checkpoint_total)" "$steps") | $(
-    instr "$(field restore)" 1) | $(instr "$(field load)" 1) | $(field stack_bytes) | $ram | $(
-    section "$firmware" .text) |"
+    instr "$(field restore)" 1) | $(instr "$(field load)" 1) | $(field stack_bytes) | $ram | $((
+    $(section "$firmware" .text) + $(section "$firmware" .rodata) )) |"
 done

@@ -146,7 +146,9 @@ impl From<Error> for MfcStatus {
     fn from(e: Error) -> Self {
         match e {
             Error::InvalidBlob(_) => MfcStatus::InvalidBlob,
-            Error::UnsupportedDecoder => MfcStatus::UnsupportedDecoder,
+            // A form whose verifier this library does not link (`verify::verify_only`) is one
+            // it does not replay either: the same status, whatever the runtime's own features.
+            Error::UnsupportedDecoder | Error::VerifierNotLinked => MfcStatus::UnsupportedDecoder,
             Error::DimensionMismatch { .. } | Error::InvalidDimension => {
                 MfcStatus::DimensionMismatch
             }

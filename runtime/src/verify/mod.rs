@@ -148,7 +148,9 @@ pub mod forms {
 #[non_exhaustive]
 pub enum Unverifiable {
     /// The decoder form has no verification here (a form a later format version adds; every
-    /// form of this version has one).
+    /// form of this version has one). From [`sensitivity_bound`]; [`verify`] and
+    /// [`verify_only`] refuse such a blob before, with [`Error::VerifierNotLinked`], as a form
+    /// the program does not link.
     Form,
     /// The participation schema has no exact verification for this form (the FFT forms under
     /// min separation, or under fixed epoch order with a Gram not non-negative on a pattern; a

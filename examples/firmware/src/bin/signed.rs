@@ -3,9 +3,9 @@
 //! published test key: never sign a real blob with it). The firmware checks the signature
 //! against the public key it holds, then a copy with one bit flipped, the same blob under
 //! another public key, the signature with `S + ℓ` and the key of small order 1 (all four must be
-//! refused), and prints the instructions of one verification
-//! (SysTick under `qemu -icount shift=6`, with its wraps counted: instructions = ticks · 40 / 64)
-//! and the stack it took.
+//! refused), and prints the instructions of one verification (SysTick under
+//! `qemu -icount shift=6`, with its wraps counted, converted by the board's calibration loop) and
+//! the stack it took.
 //!
 //! Built with feature `signature` it verifies with the runtime (`mfc_runtime::signature`: salty
 //! under `verify_strict`'s rules); with feature `dalek` or `compact` (comparison only, issue 33)
@@ -99,6 +99,7 @@ fn verify(bytes: &[u8], key: &[u8; 32]) -> bool {
 #[entry]
 fn main() -> ! {
     let timer = systick::Timer::start_counting_wraps();
+    let loop_ticks = timer.loop_ticks();
 
     let stack = systick::StackProbe::paint();
     let start = timer.ticks();
@@ -118,7 +119,7 @@ fn main() -> ! {
         "{verifier}: signed blob of {} bytes {}; {} instructions, {stack_bytes} bytes of stack",
         SIGNED.len(),
         if good { "verified" } else { "NOT verified" },
-        elapsed * 40 / 64
+        elapsed * systick::LOOP_INSTRUCTIONS / loop_ticks
     );
     let mut ok = good;
     if cfg!(any(

@@ -68,8 +68,16 @@ fn load_signed_and_verified(
     mfc_runtime::signature::from_signed_bytes(bytes, &PUBLIC)?;
     let (mechanism, blob) = mfc_runtime::BlobFingerprint::load(signed.blob)?;
     let mut scratch = [0.0f64; 16];
-    verify::verify_only::<{ forms::BANDED | forms::SINGLE }>(&mechanism, &mut scratch, 1 << 24)?;
-    Ok((mechanism, blob))
+    // Only a verified sensitivity streams: an unverifiable verdict (over budget, scratch too
+    // small) is refused as an understated one is.
+    match verify::verify_only::<{ forms::BANDED | forms::SINGLE }>(
+        &mechanism,
+        &mut scratch,
+        1 << 24,
+    )? {
+        verify::Verdict::Verified { .. } => Ok((mechanism, blob)),
+        verify::Verdict::Unverifiable(_) => Err(mfc_runtime::Error::SensitivityUnverified),
+    }
 }
 
 #[cfg(all(
