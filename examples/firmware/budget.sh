@@ -119,6 +119,11 @@ for logging in "${loggings[@]}"; do
       base_text=$bandmf_text base_rodata=$bandmf_rodata
     fi
     elf=$(build "size-$part-$logging" "${features%,}" size)
+    if [ "$part" = signed ]; then
+      # The signed device must check, verify and stream its blob (exit 0), not just build.
+      timeout 120 "${QEMU[@]}" -kernel "$elf" ||
+        { echo "budget.sh: the signed, verified device exited with $?" >&2; exit 1; }
+    fi
     sizes=$(code "$elf")
     read -r text rodata <<<"$sizes"
     dt=$((text - base_text))
