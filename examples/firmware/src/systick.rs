@@ -1,7 +1,8 @@
 //! Measuring on the emulator: SysTick clocked from the core counts executed instructions under
 //! `qemu -icount shift=N` (mps2-an386: 25 MHz, so instructions = ticks · 40 / 2^N; every board is
-//! calibrated by [`Timer::loop_ticks`]), and the stack high-water mark by painting. Intervals longer than `2²⁴` ticks (about 10⁷ instructions at
-//! `shift=6`) need the wraps counted ([`Timer::start_counting_wraps`], [`Timer::ticks`]).
+//! calibrated by [`Timer::loop_ticks`]), and the stack high-water mark by painting. Intervals
+//! longer than `2²⁴` ticks (about 10⁷ instructions at `shift=6`) need the wraps counted
+//! ([`Timer::start_counting_wraps`], [`Timer::ticks`]).
 
 use core::sync::atomic::{AtomicU32, Ordering};
 
@@ -94,7 +95,10 @@ impl Timer {
             }
             self.since(t)
         };
-        turns(2 * LOOP_TURNS) - turns(LOOP_TURNS)
+        // At least one tick: the callers divide by it.
+        turns(2 * LOOP_TURNS)
+            .saturating_sub(turns(LOOP_TURNS))
+            .max(1)
     }
 
     /// Ticks of an empty measurement (to subtract per measured interval).
