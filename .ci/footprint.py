@@ -52,8 +52,8 @@ def rows(text):
     return table
 
 
-def compare(measured, readme, readme_path):
-    """The failures of `measured` against `readme` (both from `rows`); prints the stale rows."""
+def compare(measured, readme, readme_path, report=print):
+    """The failures of `measured` against `readme` (both from `rows`); `report`s the stale rows."""
     failures = []
     for (header, cells), measured_rows in measured.items():
         label = " | ".join(cells)
@@ -81,8 +81,8 @@ def compare(measured, readme, readme_path):
                     f"{readme_path} (at most 5%): update the table with the change"
                 )
             elif now < before / GROWTH:
-                print(f"footprint: {label}: {now} is below the {before} of {readme_path} "
-                      "(the table is stale)")
+                report(f"footprint: {label}: {now} is below the {before} of {readme_path} "
+                       "(the table is stale)")
     return failures
 
 
@@ -93,7 +93,7 @@ def self_test():
                   "| stream | plain | 1000 | 2000 (2.0 KiB) |\n")
     def failures(line):
         return compare(rows("| part | logging | .text | all |\n|---|---|---|---|\n" + line),
-                       readme, "README")
+                       readme, "README", report=lambda _: None)
     assert failures("| stream | plain | 1050 | 2100 (2.1 KiB) |") == []
     assert failures("| stream | plain | 900 | 1500 (1.5 KiB) |") == []
     assert len(failures("| stream | plain | 1051 | 2000 (2.0 KiB) |")) == 1
@@ -104,7 +104,7 @@ def self_test():
     assert len(failures("| stream | plain | 1000 | 2000 | 3000 |")) == 1
     assert len(failures("| stream | plain | 1000 |\n| stream | plain | 1000 |")) == 1
     other = rows("| part | logs | .text | all |\n|---|---|---|---|\n| stream | plain | 1000 | 1 |")
-    assert len(compare(other, readme, "README")) == 1
+    assert len(compare(other, readme, "README", report=lambda _: None)) == 1
     print("footprint: self-test passed")
 
 
