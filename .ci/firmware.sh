@@ -27,20 +27,30 @@ mkdir -p "$logs"
 qemu=(timeout 60 qemu-system-arm -machine mps2-an386 -cpu cortex-m4 -nographic
       -semihosting-config enable=on,target=native -kernel)
 
+# Every build shares the firmware's target directory (the dependencies are built once per
+# target and feature set); each program is copied out under its own name, target/elf/NAME.
+mkdir -p "$fw/target/elf"
+build() { # name target bin [cargo options...], in the environment given
+  local name=$1 target=$2 bin=$3
+  shift 3
+  (cd "$fw" && cargo build --release --target "$target" --bin "$bin" "$@")
+  cp "$fw/target/$target/release/$bin" "$fw/target/elf/$name"
+}
+
 echo "-- build (thumbv7em-none-eabihf, opt-level s, LTO)"
-(cd "$fw" && cargo build --release --bin telemetry --bin drift --bin verify)
-(cd "$fw" && cargo build --release --bin telemetry --features corrupt-blob --target-dir target/corrupt)
-(cd "$fw" && cargo build --release --bin telemetry --features defmt --target-dir target/defmt)
-(cd "$fw" && MFC_FIRMWARE_BLOB="$PWD/bandmf.mfc" cargo build --release --bin telemetry \
-   --target-dir target/bandmf)
-(cd "$fw" && MFC_FIRMWARE_BLOB="$PWD/blt.mfc" cargo build --release --bin telemetry \
-   --target-dir target/blt)
-elf=$fw/target/thumbv7em-none-eabihf/release/telemetry
-corrupt=$fw/target/corrupt/thumbv7em-none-eabihf/release/telemetry
-bandmf=$fw/target/bandmf/thumbv7em-none-eabihf/release/telemetry
-blt=$fw/target/blt/thumbv7em-none-eabihf/release/telemetry
-arm-none-eabi-size "$elf" "$corrupt" "$fw/target/defmt/thumbv7em-none-eabihf/release/telemetry" \
-  "$bandmf" "$blt" "$fw/target/thumbv7em-none-eabihf/release/drift"
+m4=thumbv7em-none-eabihf
+build telemetry $m4 telemetry
+build drift $m4 drift
+build verify $m4 verify
+build corrupt $m4 telemetry --features corrupt-blob
+build defmt $m4 telemetry --features defmt
+MFC_FIRMWARE_BLOB="$PWD/$fw/bandmf.mfc" build bandmf $m4 telemetry
+MFC_FIRMWARE_BLOB="$PWD/$fw/blt.mfc" build blt $m4 telemetry
+elf=$fw/target/elf/telemetry
+corrupt=$fw/target/elf/corrupt
+bandmf=$fw/target/elf/bandmf
+blt=$fw/target/elf/blt
+arm-none-eabi-size "$elf" "$corrupt" "$fw/target/elf/defmt" "$bandmf" "$blt" "$fw/target/elf/drift"
 
 echo "-- run under QEMU"
 status=0
@@ -72,7 +82,7 @@ if [ "$status" -ne 0 ]; then
 fi
 
 echo "-- the drift firmware: 10^6 steps of BLT, BandMF and FFT under QEMU"
-drift=$fw/target/thumbv7em-none-eabihf/release/drift
+drift=$fw/target/elf/drift
 status=0
 started=$(date +%s.%N)
 # The banner and the last line of each blob, stamped with the seconds since the start: the
@@ -91,7 +101,7 @@ fi
 
 echo "-- the device verifies each blob's sensitivity and refuses it lowered by 1% (issue 20)"
 status=0
-timeout 120 "${qemu[@]:2:8}" -icount shift=6 -kernel "$fw/target/thumbv7em-none-eabihf/release/verify" \
+timeout 120 "${qemu[@]:2:8}" -icount shift=6 -kernel "$fw/target/elf/verify" \
   >"$logs/verify.log" || status=$?
 cat "$logs/verify.log"
 if [ "$status" -ne 0 ] || [ "$(grep -c ': verified, ' "$logs/verify.log")" -ne 8 ] \
@@ -101,10 +111,10 @@ if [ "$status" -ne 0 ] || [ "$(grep -c ': verified, ' "$logs/verify.log")" -ne 8
 fi
 
 echo "-- a signed blob verifies on the device; one bit flipped and another key are refused"
-(cd "$fw" && cargo build --release --bin signed --features signature --target-dir target/signed)
+build signed $m4 signed --features signature
 status=0
 timeout 120 "${qemu[@]:2:8}" -icount shift=6 -kernel \
-  "$fw/target/signed/thumbv7em-none-eabihf/release/signed" >"$logs/signed.log" || status=$?
+  "$fw/target/elf/signed" >"$logs/signed.log" || status=$?
 cat "$logs/signed.log"
 if [ "$status" -ne 0 ] || ! grep -q "bytes verified" "$logs/signed.log"; then
   echo "signed firmware exited with $status (expected 0: verified, flipped and other key refused)" >&2
@@ -120,13 +130,13 @@ for board in m0 m33; do
     m0) target=thumbv6m-none-eabi machine=(-machine microbit -cpu cortex-m0) verified=7 ;;
     m33) target=thumbv8m.main-none-eabihf machine=(-machine mps2-an505 -cpu cortex-m33) verified=8 ;;
   esac
-  (cd "$fw" && cargo build --release --target "$target" --bin telemetry --bin verify)
-  (cd "$fw" && cargo build --release --target "$target" --bin telemetry --features corrupt-blob \
-     --target-dir target/corrupt)
+  build "telemetry-$board" "$target" telemetry
+  build "verify-$board" "$target" verify
+  build "corrupt-$board" "$target" telemetry --features corrupt-blob
   board_qemu=(timeout 300 qemu-system-arm "${machine[@]}" -nographic
               -semihosting-config enable=on,target=native)
   status=0
-  "${board_qemu[@]}" -kernel "$fw/target/$target/release/telemetry" >"$logs/telemetry-$board.log" \
+  "${board_qemu[@]}" -kernel "$fw/target/elf/telemetry-$board" >"$logs/telemetry-$board.log" \
     || status=$?
   tail -n 1 "$logs/telemetry-$board.log"
   if [ "$status" -ne 0 ]; then
@@ -134,7 +144,7 @@ for board in m0 m33; do
     exit 1
   fi
   status=0
-  "${board_qemu[@]}" -kernel "$fw/target/corrupt/$target/release/telemetry" \
+  "${board_qemu[@]}" -kernel "$fw/target/elf/corrupt-$board" \
     >"$logs/corrupt-$board.log" 2>&1 || status=$?
   if [ "$status" -ne 2 ] || ! grep -q "blob checksum mismatch" "$logs/corrupt-$board.log"; then
     cat "$logs/corrupt-$board.log"
@@ -143,7 +153,7 @@ for board in m0 m33; do
   fi
   echo "$board: corrupted blob refused, exit code 2"
   status=0
-  "${board_qemu[@]}" -icount shift=6 -kernel "$fw/target/$target/release/verify" \
+  "${board_qemu[@]}" -icount shift=6 -kernel "$fw/target/elf/verify-$board" \
     >"$logs/verify-$board.log" || status=$?
   grep -v 'lowered 1%' "$logs/verify-$board.log" | cut -d';' -f1 || true
   # Each verdict and bound, without the board's instructions and stack, is one of the M4F's.
@@ -157,10 +167,9 @@ for board in m0 m33; do
     exit 1
   fi
   # The signature check: salty's assembly on the M33 (as on the M4F), its portable Rust on the M0.
-  (cd "$fw" && cargo build --release --target "$target" --bin signed --features signature \
-     --target-dir target/signed)
+  build "signed-$board" "$target" signed --features signature
   status=0
-  "${board_qemu[@]}" -icount shift=6 -kernel "$fw/target/signed/$target/release/signed" \
+  "${board_qemu[@]}" -icount shift=6 -kernel "$fw/target/elf/signed-$board" \
     >"$logs/signed-$board.log" || status=$?
   cat "$logs/signed-$board.log"
   if [ "$status" -ne 0 ] || ! grep -q "bytes verified" "$logs/signed-$board.log"; then
@@ -187,7 +196,7 @@ echo "corrupted blob refused, exit code $status"
 
 echo "-- the defmt build, if defmt-print is installed (cargo install defmt-print --locked)"
 if command -v defmt-print >/dev/null; then
-  defmt_elf=$fw/target/defmt/thumbv7em-none-eabihf/release/telemetry
+  defmt_elf=$fw/target/elf/defmt
   ( set -o pipefail; "${qemu[@]}" "$defmt_elf" | defmt-print -e "$defmt_elf" >"$logs/defmt.log" )
   tail -n 1 "$logs/defmt.log"
   grep -q "done: 64 steps released" "$logs/defmt.log"

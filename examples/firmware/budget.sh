@@ -40,17 +40,18 @@ SHIFT=6
 LOOP_INSTRUCTIONS=20000
 QEMU=(qemu-system-arm -machine mps2-an386 -cpu cortex-m4 -nographic
       -semihosting-config enable=on,target=native)
-# One target directory for every build: the dependencies are built once per feature set, and
-# each program is copied out under its own name (target/budget/elf/NAME).
+# The firmware's one target directory for every build (shared with .ci/firmware.sh and
+# verify-budget.sh): the dependencies are built once per target and feature set, and each
+# program is copied out under its own name (target/budget/elf/NAME).
 BUILD_TARGET=thumbv7em-none-eabihf
 
 build() { # name features bin [env...]
   local name=$1 features=$2 bin=$3
   shift 3
-  env "$@" cargo build --quiet --release --target-dir target/budget --target "$BUILD_TARGET" \
+  env "$@" cargo build --quiet --release --target "$BUILD_TARGET" \
     --bin "$bin" ${features:+--features "$features"} >&2
   mkdir -p target/budget/elf
-  cp "target/budget/$BUILD_TARGET/release/$bin" "target/budget/elf/$name"
+  cp "target/$BUILD_TARGET/release/$bin" "target/budget/elf/$name"
   echo "target/budget/elf/$name"
 }
 

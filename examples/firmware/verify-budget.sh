@@ -18,11 +18,12 @@ MODE=${1:-all}
 
 QEMU=(qemu-system-arm -machine mps2-an386 -cpu cortex-m4 -nographic
       -semihosting-config enable=on,target=native -icount shift=6)
-ELF=target/size-verify/thumbv7em-none-eabihf/release/size-verify
+# The firmware's target directory, shared with budget.sh and .ci/firmware.sh.
+ELF=target/thumbv7em-none-eabihf/release/size-verify
 
 # build blob features -> ".text .rodata" of the built ELF
 build() {
-  MFC_FIRMWARE_BLOB="$PWD/$1" cargo build --quiet --release --target-dir target/size-verify \
+  MFC_FIRMWARE_BLOB="$PWD/$1" cargo build --quiet --release --target thumbv7em-none-eabihf \
     --bin size-verify ${2:+--features "$2"} >&2
   arm-none-eabi-size -A "$ELF" |
     awk '$1 == ".text" { t = $2 } $1 == ".rodata" { r = $2 } END { print t + 0, r + 0 }'
