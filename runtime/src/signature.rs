@@ -47,7 +47,9 @@ pub fn from_signed_bytes<'a>(
 /// `true` when `signature` is a signature of `message` under `public_key` by the rules of the
 /// module docs (ed25519-dalek's `verify_strict`).
 fn verify_strict(message: &[u8], signature: &[u8; 64], public_key: &[u8; 32]) -> bool {
-    let (r, s) = signature.split_at(32);
+    let Some((r, s)) = signature.split_first_chunk::<32>() else {
+        return false;
+    };
     if !is_canonical_scalar(s) || has_small_order(public_key) || has_small_order(r) {
         return false;
     }
@@ -110,9 +112,8 @@ const SMALL_ORDER_Y: [[u8; 32]; 7] = [
 ];
 
 /// `true` when the point encoded by the 32 bytes `point` (if any) has order 1, 2, 4 or 8.
-fn has_small_order(point: &[u8]) -> bool {
-    let mut y = [0u8; 32];
-    y.copy_from_slice(point);
+fn has_small_order(point: &[u8; 32]) -> bool {
+    let mut y = *point;
     y[31] &= 0x7f;
     SMALL_ORDER_Y.contains(&y)
 }
