@@ -18,6 +18,7 @@ pub mod compile;
 pub mod error;
 pub mod forms;
 pub mod interrupt;
+pub mod max_error;
 pub mod optimize;
 pub mod privacy;
 pub mod report;

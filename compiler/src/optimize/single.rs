@@ -159,7 +159,7 @@ impl Evaluation {
 }
 
 /// Anderson acceleration (type II) of a fixed-point map `x ↦ G(x)` with a short history.
-struct Anderson {
+pub(crate) struct Anderson {
     depth: usize,
     /// Differences of consecutive residuals `f = G(x) − x` and of consecutive `G(x)`.
     history: VecDeque<(Vec<f64>, Vec<f64>)>,
@@ -170,7 +170,7 @@ struct Anderson {
 const MAX_EXTRAPOLATION: f64 = 2.0;
 
 impl Anderson {
-    fn new(depth: usize) -> Self {
+    pub(crate) fn new(depth: usize) -> Self {
         Self {
             depth,
             history: VecDeque::with_capacity(depth + 1),
@@ -180,7 +180,7 @@ impl Anderson {
 
     /// The next iterate from `x`, `g = G(x)`; falls back to `g` (the plain step) whenever the
     /// residual grew, the least-squares problem is degenerate, or the step is not finite.
-    fn next(&mut self, x: &[f64], g: Vec<f64>) -> Vec<f64> {
+    pub(crate) fn next(&mut self, x: &[f64], g: Vec<f64>) -> Vec<f64> {
         if self.depth == 0 {
             return g;
         }

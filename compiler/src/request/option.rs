@@ -47,6 +47,8 @@ pub enum Opt {
     Refine,
     /// Banded form: the relative duality gap certified.
     Gap,
+    /// What the strategy is optimized for: the total squared error or the max error.
+    Objective,
     /// `ζ`.
     ClipNorm,
     /// `ε` of the target.
@@ -71,7 +73,7 @@ pub enum Opt {
 
 impl Opt {
     /// Every option, for the renderers' placeholders.
-    pub const ALL: [Opt; 28] = [
+    pub const ALL: [Opt; 29] = [
         Opt::Workload,
         Opt::Cooldown,
         Opt::Steps,
@@ -90,6 +92,7 @@ impl Opt {
         Opt::Rank,
         Opt::Refine,
         Opt::Gap,
+        Opt::Objective,
         Opt::ClipNorm,
         Opt::Epsilon,
         Opt::Delta,
@@ -123,6 +126,7 @@ impl Opt {
             Opt::Rank => "rank",
             Opt::Refine => "refine",
             Opt::Gap => "gap",
+            Opt::Objective => "objective",
             Opt::ClipNorm => "clip_norm",
             Opt::Epsilon => "epsilon",
             Opt::Delta => "delta",

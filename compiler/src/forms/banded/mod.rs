@@ -248,7 +248,7 @@ fn descend(
 /// The refinement moves `(L, R)` freely along the gauge `(L T, R T⁻ᵀ)`; unbalanced factors make
 /// the device's `f32` arithmetic cancel (at n = 200 under min-separation, entries of 36 for
 /// products below 0.7).
-fn balanced(decoder: &BandedLowRank) -> Result<BandedLowRank> {
+pub(crate) fn balanced(decoder: &BandedLowRank) -> Result<BandedLowRank> {
     let (n, r) = (decoder.steps, decoder.rank);
     if r == 0 {
         return Ok(decoder.clone());

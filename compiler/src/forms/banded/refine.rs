@@ -122,6 +122,19 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
+/// The smooth maximum `s_p²` of the sensitivity terms over the patterns of `pairs` and the
+/// contraction of the module docs, `−½ ∂s_p²/∂θ` for the parameters `θ` in the order of
+/// [`parameters`]: the part of [`evaluate`] that does not depend on the error term, also used
+/// by [`crate::max_error::banded_low_rank`] with the max error in place of `‖B̂‖_F²`.
+pub(crate) struct Surrogate {
+    /// `max_{π∈P} q_π`.
+    pub(crate) top: f64,
+    /// `s_p²`.
+    pub(crate) s2: f64,
+    /// `−½ ∂s_p²/∂θ`.
+    pub(crate) contraction: Vec<f64>,
+}
+
 /// The surrogate over the patterns of `pairs` with exponent `p`, its pattern loss and its
 /// gradient (module docs).
 pub(crate) fn evaluate(
@@ -130,6 +143,66 @@ pub(crate) fn evaluate(
     pairs: &PatternPairs,
     p: f64,
 ) -> Result<Evaluation> {
+    let (n, h, r) = (decoder.steps, decoder.band, decoder.rank);
+    let frob = decoder.squared_frobenius();
+    let Surrogate {
+        top,
+        s2,
+        contraction,
+    } = sensitivity_surrogate(a, decoder, pairs, p)?;
+    if !(top * frob).is_finite() {
+        return Err(Error::Numerical("the refined decoder is degenerate".into()));
+    }
+    let (nd, nl) = (n * h, n * r);
+
+    // ∂‖B̂‖_F²/2: D itself, (Σ_{j ≤ i−h} R_j R_jᵀ) L_i and (Σ_{i ≥ j+h} L_i L_iᵀ) R_j.
+    let mut own = vec![0.0; nd + 2 * nl];
+    for i in 0..n {
+        for k in 0..h.min(i + 1) {
+            own[i * h + k] = decoder.diagonals[i * h + k];
+        }
+    }
+    if r > 0 {
+        let mut gram = vec![0.0; r * r];
+        for i in h..n {
+            add_outer_product(&mut gram, &decoder.right[(i - h) * r..(i - h + 1) * r]);
+            let li = &decoder.left[i * r..(i + 1) * r];
+            for p in 0..r {
+                own[nd + i * r + p] = dot(&gram[p * r..(p + 1) * r], li);
+            }
+        }
+        gram.fill(0.0);
+        for j in (0..n.saturating_sub(h)).rev() {
+            add_outer_product(&mut gram, &decoder.left[(j + h) * r..(j + h + 1) * r]);
+            let rj = &decoder.right[j * r..(j + 1) * r];
+            for p in 0..r {
+                own[nd + nl + j * r + p] = dot(&gram[p * r..(p + 1) * r], rj);
+            }
+        }
+    }
+    let gradient: Vec<f64> = contraction
+        .iter()
+        .zip(&own)
+        .map(|(g, o)| -2.0 * frob * g + 2.0 * s2 * o)
+        .collect();
+    if !gradient.iter().all(|g| g.is_finite()) {
+        return Err(Error::Numerical("the refined decoder is degenerate".into()));
+    }
+    Ok(Evaluation {
+        pattern_loss: top * frob,
+        value: s2 * frob,
+        gradient,
+    })
+}
+
+/// [`Surrogate`] at `decoder`: `s_p²` over the patterns of `pairs` and its contraction
+/// (module docs).
+pub(crate) fn sensitivity_surrogate(
+    a: MatRef<'_, f64>,
+    decoder: &BandedLowRank,
+    pairs: &PatternPairs,
+    p: f64,
+) -> Result<Surrogate> {
     let (n, h, r) = (decoder.steps, decoder.band, decoder.rank);
     let c = decoder.encoder(a)?;
     let column = |j: usize| &c[j * n..(j + 1) * n];
@@ -149,8 +222,7 @@ pub(crate) fn evaluate(
             .map(|v| (v / top).powf(p))
             .sum::<f64>()
             .powf(1.0 / p);
-    let frob = decoder.squared_frobenius();
-    if !(top * frob).is_finite() || top <= 0.0 || !s2.is_finite() {
+    if !top.is_finite() || top <= 0.0 || !s2.is_finite() {
         return Err(Error::Numerical("the refined decoder is degenerate".into()));
     }
     // W on the pairs: Σ over the patterns holding a pair of their weight, times sign(X_ij).
@@ -224,43 +296,10 @@ pub(crate) fn evaluate(
             }
         }
     });
-    // ∂‖B̂‖_F²/2: D itself, (Σ_{j ≤ i−h} R_j R_jᵀ) L_i and (Σ_{i ≥ j+h} L_i L_iᵀ) R_j.
-    let mut own = vec![0.0; nd + 2 * nl];
-    for i in 0..n {
-        for k in 0..h.min(i + 1) {
-            own[i * h + k] = decoder.diagonals[i * h + k];
-        }
-    }
-    if r > 0 {
-        let mut gram = vec![0.0; r * r];
-        for i in h..n {
-            add_outer_product(&mut gram, &decoder.right[(i - h) * r..(i - h + 1) * r]);
-            let li = &decoder.left[i * r..(i + 1) * r];
-            for p in 0..r {
-                own[nd + i * r + p] = dot(&gram[p * r..(p + 1) * r], li);
-            }
-        }
-        gram.fill(0.0);
-        for j in (0..n.saturating_sub(h)).rev() {
-            add_outer_product(&mut gram, &decoder.left[(j + h) * r..(j + h + 1) * r]);
-            let rj = &decoder.right[j * r..(j + 1) * r];
-            for p in 0..r {
-                own[nd + nl + j * r + p] = dot(&gram[p * r..(p + 1) * r], rj);
-            }
-        }
-    }
-    let gradient: Vec<f64> = contraction
-        .iter()
-        .zip(&own)
-        .map(|(g, o)| -2.0 * frob * g + 2.0 * s2 * o)
-        .collect();
-    if !gradient.iter().all(|g| g.is_finite()) {
-        return Err(Error::Numerical("the refined decoder is degenerate".into()));
-    }
-    Ok(Evaluation {
-        pattern_loss: top * frob,
-        value: s2 * frob,
-        gradient,
+    Ok(Surrogate {
+        top,
+        s2,
+        contraction,
     })
 }
 

@@ -57,7 +57,7 @@ fn smooth(f: &dyn Fn(&[f64]) -> f64, x: &[f64]) -> Option<Smooth> {
 }
 
 /// Minimizes `f` from `x0` (L-BFGS, finite-difference gradients).
-fn minimize_smooth(f: &dyn Fn(&[f64]) -> f64, x0: Vec<f64>) -> Result<(Vec<f64>, f64)> {
+pub(crate) fn minimize_smooth(f: &dyn Fn(&[f64]) -> f64, x0: Vec<f64>) -> Result<(Vec<f64>, f64)> {
     let first = smooth(f, &x0).ok_or_else(|| {
         Error::Numerical("the starting point of a Toeplitz optimization is not finite".into())
     })?;
@@ -243,7 +243,7 @@ impl Blt {
 
 /// `ω` minimizing `Σ_{k=1}^{n−1} (Σ_j ω_j θ_j^{k−1} − target_k)²` for fixed `θ` (normal
 /// equations, `m × m`).
-pub(super) fn fit_omega(theta: &[f64], target: &[f64]) -> Option<Vec<f64>> {
+pub(crate) fn fit_omega(theta: &[f64], target: &[f64]) -> Option<Vec<f64>> {
     let m = theta.len();
     let mut gram = vec![0.0; m * m];
     let mut rhs = vec![0.0; m];
@@ -328,7 +328,7 @@ pub fn optimize_blt_family(
 /// The BLT `previous` with one more buffer of weight `ω = 0` (the same mechanism), its decay
 /// placed below, between (geometric means of `1 − θ`) and above the existing ones; the first
 /// start is the one below the slowest.
-pub(super) fn idle_buffer_starts(previous: &Blt) -> Vec<Blt> {
+pub(crate) fn idle_buffer_starts(previous: &Blt) -> Vec<Blt> {
     let mut gaps: Vec<f64> = previous.theta.iter().map(|t| 1.0 - t).collect();
     gaps.sort_by(|a, b| a.total_cmp(b));
     let mut new_gaps = vec![gaps[0] / 4.0];
