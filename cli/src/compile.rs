@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use mfc_compiler::Error;
 use mfc_compiler::compile::{Event, compile};
+use mfc_compiler::max_error::Objective;
 use mfc_compiler::request::{BandsChoice, FormKind, Horizon, Options, Stamps, WorkloadSpec};
 
 use crate::options;
@@ -82,6 +83,14 @@ pub struct Args {
     /// optimizer has no dual bound and ignores it) [default: 1e-6].
     #[arg(long, allow_negative_numbers = true, value_parser = options::gap)]
     gap: Option<f64>,
+    /// What the strategy is optimized for: `total`, the total squared error sqrt(L) over the
+    /// steps, or `max`, the largest per-step standard deviation of a release (continual
+    /// counting's objective). Every form takes it: banded (single participation: the certified
+    /// max-error optimum, compressed), blt (finite or unbounded horizon), bandmf (general or
+    /// --toeplitz); fft and fft-optimal have nothing to choose (the report says so) [default:
+    /// total].
+    #[arg(long, value_name = "total|max", value_parser = options::objective)]
+    objective: Option<Objective>,
     /// ζ: the L2 norm the runtime clips every input row to.
     #[arg(long, default_value_t = 1.0, allow_negative_numbers = true, value_parser = options::clip_norm)]
     clip_norm: f64,
@@ -145,6 +154,7 @@ pub fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         rank: args.rank,
         refine: args.refine,
         gap: args.gap,
+        objective: args.objective,
         clip_norm: Some(args.clip_norm),
         epsilon: args.epsilon,
         delta: args.delta,

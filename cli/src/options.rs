@@ -4,6 +4,7 @@
 //! depend on other options (a band at most the number of steps) are checked by the subcommand
 //! before its first expensive call.
 
+use mfc_compiler::max_error::Objective;
 use mfc_compiler::request::{
     self, BandsChoice, FormKind, Horizon, MAX_BUFFERS, MAX_REFINE, OptionError, Spelling, Stamps,
 };
@@ -116,6 +117,11 @@ pub fn refine(text: &str) -> Result<usize, String> {
 /// `--epochs`, `--min-sep`, `--every`: `1..=2³²−1` (the blob stores them as `u32`).
 pub fn count(text: &str) -> Result<usize, String> {
     integer_in(text, 1, MAX_STEPS)
+}
+
+/// `--objective`: `total` or `max`.
+pub fn objective(text: &str) -> Result<Objective, String> {
+    Objective::parse(text).map_err(|e| e.expected)
 }
 
 /// `--gap`: a relative duality gap in `(0, 1)`.

@@ -1,6 +1,7 @@
 //! `mfc plot`: SVG figures — the per-step error of every mechanism family (as in 003 Fig. 1 and
 //! 001 Fig. 4), or heatmaps of the optimal decoder `B` and encoder `C` (as in 000 Fig. 5).
 
+use mfc_compiler::max_error::Objective;
 use std::path::PathBuf;
 
 use mfc_compiler::compare::{CompareOptions, compare};
@@ -26,6 +27,11 @@ pub struct Args {
     steps: usize,
     #[command(flatten)]
     schema: SchemaArgs,
+    /// `max` adds the curves of the mechanisms optimized for the max error (the certified
+    /// max-error optimum and its (4, 4) compression under single participation, BLT with 4
+    /// buffers) [default: total].
+    #[arg(long, value_name = "total|max", value_parser = options::objective)]
+    objective: Option<Objective>,
     /// The SVG file to write.
     #[arg(long, value_parser = options::out_path)]
     out: PathBuf,
@@ -46,6 +52,7 @@ fn errors(args: &Args, participation: Participation) -> Plot {
             bands: mfc_compiler::forms::bandmf::Bands::Fixed(1),
             refine_iterations: 50,
             neighbouring: args.schema.neighbouring,
+            objective: args.objective.unwrap_or_default(),
             threads: 0,
         },
         &mut |_| {},
@@ -57,6 +64,8 @@ fn errors(args: &Args, participation: Participation) -> Plot {
         "FFT, OptimalDecoder",
         "square root",
         "Honaker online",
+        "max-error optimum",
+        "banded (h, r)",
     ];
     let curves: Vec<_> = rows
         .iter()
@@ -92,7 +101,10 @@ fn errors(args: &Args, participation: Participation) -> Plot {
                     .map(|(i, &y)| (i as f64, y)),
                 color.stroke_width(2),
             ))?
-            .label(format!("{} (√L = {:.2})", row.mechanism, row.sqrt_loss))
+            .label(format!(
+                "{} (√L = {:.2}, max {:.3})",
+                row.mechanism, row.sqrt_loss, row.max_step_stddev
+            ))
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], color.stroke_width(2)));
     }
     chart

@@ -14,9 +14,14 @@ use crate::Error;
 use crate::budget;
 use crate::forms::banded::compress::CompressOptions;
 use crate::forms::banded::{CompileOptions, compile_from_optimum};
-use crate::forms::bandmf::{BandMfKind, BandMfOptions, Bands, compile_bandmf};
+use crate::forms::bandmf::{BandMfKind, BandMfOptions, Bands, CompiledBandMf, compile_bandmf};
 use crate::forms::blt::{CompiledBlt, compile_blt, compile_blt_unbounded, horizon_errors};
 use crate::forms::fft::{FftKind, FftOptions, compile_fft};
+use crate::max_error::Objective;
+use crate::max_error::banded_low_rank::{BandedMaxErrorOptions, compile_banded_max_error};
+use crate::max_error::bandmf::{BandMfMaxErrorOptions, compile_bandmf_max_error};
+use crate::max_error::blt::{BltHorizon, optimize_blt_max_error_family};
+use crate::max_error::dense::MaxErrorOptions;
 use crate::optimize::banded::general::{GeneralOptions, SECONDS_BUDGET, Stopped, iteration_cap};
 use crate::optimize::blt::optimize_blt;
 use crate::optimize::multi_epoch::MultiEpochOptions;
@@ -32,7 +37,7 @@ use crate::report::{CompileReport, PrivacyStatement, epsilon_for};
 use crate::request::{
     CompileRequest, FormSpec, Horizon, Opt, OptionError, Privacy, Sampling, Stamps, WorkloadSpec,
 };
-use crate::ship::blob::BlobOptions;
+use crate::ship::blob::{BlobOptions, Shipped, step_stddev};
 use crate::workload::{self, Schedule, Workload};
 
 /// The largest horizon a banded Toeplitz BandMF takes with a learning-rate schedule without
@@ -477,6 +482,17 @@ impl Job<'_> {
                 "the banded form's job got another form".into(),
             ));
         };
+        if request.objective == Objective::Max {
+            check_budget(
+                request,
+                workload,
+                Stamps::Count(1),
+                steps,
+                &self.participation,
+                on_event,
+            )?;
+            return self.banded_max_error(workload, (band, rank), refine, gap, on_event);
+        }
         check_budget(
             request,
             workload,
@@ -565,6 +581,94 @@ impl Job<'_> {
         Ok((blob, Report::Banded(Box::new(report))))
     }
 
+    /// The banded form under `--objective max` (single participation, one stamp; the request
+    /// checked both): the certified max-error optimum `γ₂` with its dual bound, compressed to
+    /// `(h, r)`, refined and rescaled on the max error of what ships
+    /// ([`crate::max_error::banded_low_rank`]), measured densely from the stored coefficients.
+    fn banded_max_error(
+        &self,
+        workload: &Workload,
+        (band, rank): (usize, usize),
+        refine: usize,
+        gap: f64,
+        on_event: &mut dyn FnMut(Event),
+    ) -> Result<(Vec<u8>, Report), Error> {
+        let (request, steps) = (self.request, self.steps);
+        let a = workload.matrix(steps)?;
+        let options = BandedMaxErrorOptions {
+            optimize: MaxErrorOptions {
+                relative_gap: gap,
+                ..MaxErrorOptions::default()
+            },
+            compression: CompressOptions {
+                refine_iterations: refine,
+                ..CompressOptions::default()
+            },
+            ..BandedMaxErrorOptions::default()
+        };
+        let compiled = compile_banded_max_error(a.as_ref(), band, rank, &options, &mut |p| {
+            on_event(Event::Progress(format!(
+                "optimizing the max error, n = {steps}: iteration {}, relative duality gap {:.2e} (target {gap:.0e})",
+                p.iteration, p.relative_gap
+            )))
+        })?;
+        let measured = &compiled.measured;
+        let shipped = Shipped {
+            participation: &self.participation,
+            sensitivity: measured.sensitivity,
+            method: measured.method,
+            sqrt_loss: measured.sqrt_loss,
+            optimal_sqrt_loss: None,
+            step_stddev: step_stddev(&measured.per_step_variance),
+        };
+        let written = crate::forms::banded::encode_decoder(
+            &compiled.compressed,
+            shipped,
+            workload,
+            &self.blob_options,
+        )?;
+        let blob = written.bytes;
+        let statement = PrivacyStatement::new(
+            &self.blob_options,
+            &self.participation,
+            written.sensitivity,
+            measured.method,
+            &measured.per_step_variance,
+        )?;
+        let factor = self.blob_options.neighbouring.sensitivity_factor();
+        let optimum = &compiled.optimum;
+        let fields = serde_json::json!({
+            "workload": request.workload.spec(),
+            "form": "banded",
+            "steps": steps,
+            "band": band,
+            "rank": rank,
+            "optimal_max_error": factor * optimum.max_error,
+            "max_error_dual_bound": factor * optimum.dual_bound,
+            "duality_gap": optimum.relative_gap,
+            "iterations": optimum.iterations,
+            "runtime_floats_per_coordinate": band + 2 * rank,
+        });
+        let text = format!(
+            "workload            {} (n = {steps}), banded (h, r) = ({band}, {rank})\n\
+             participation       {}\n\
+             optimum             max error {:.4}, certified: no factorization is below {:.4} (relative gap {:.1e}, {} iterations)\n\
+             shipped             max error {:.4} ({:+.2}% above the optimum), sqrt(L) = {:.4}\n\
+             {statement}",
+            workload.label(),
+            statement.participation,
+            factor * optimum.max_error,
+            factor * optimum.dual_bound,
+            optimum.relative_gap,
+            optimum.iterations,
+            statement.max_step_stddev,
+            100.0 * (statement.max_step_stddev / (factor * optimum.max_error) - 1.0),
+            statement.sqrt_loss,
+        );
+        let report = self.report(&blob, fields, &statement, text);
+        Ok((blob, report))
+    }
+
     /// The report of the BLT, FFT and BandMF forms: `fields` and `statement`'s keys, the noise
     /// multiplier, the blob's size and the time taken; `text` for the CLI.
     fn report(
@@ -583,6 +687,15 @@ impl Job<'_> {
             serde_json::json!(self.blob_options.calibration.map(|c| c.noise_multiplier));
         fields["blob_bytes"] = serde_json::json!(blob.len());
         fields["seconds"] = serde_json::json!(self.started.elapsed().as_secs_f64());
+        fields["objective"] = serde_json::json!(self.request.objective.name());
+        // The objective's line follows the workload's.
+        let text = match text.split_once('\n') {
+            Some((first, rest)) => format!(
+                "{first}\nobjective           {}\n{rest}",
+                self.request.objective.describe()
+            ),
+            None => text,
+        };
         Report::Fields { fields, text }
     }
 
@@ -590,7 +703,22 @@ impl Job<'_> {
     /// `--horizon` (or bound it for every horizon).
     fn blt(&self, buffers: usize, horizon: Option<Horizon>) -> Result<(Vec<u8>, Report), Error> {
         let (request, steps, participation) = (self.request, self.steps, &self.participation);
-        let blt = optimize_blt(steps, buffers, participation)?;
+        let blt = match request.objective {
+            Objective::Total => optimize_blt(steps, buffers, participation)?,
+            // The fit for `buffers` buffers starts from the one with one fewer: the family.
+            Objective::Max => optimize_blt_max_error_family(
+                steps,
+                buffers,
+                participation,
+                match horizon {
+                    Some(Horizon::Unbounded) => BltHorizon::Unbounded,
+                    _ => BltHorizon::Finite,
+                },
+                &mut |_| {},
+            )?
+            .pop()
+            .ok_or_else(|| Error::Numerical("the max-error BLT family is empty".into()))?,
+        };
         let mut compiled = match horizon {
             Some(Horizon::Steps(horizon)) => compile_blt(&blt, steps, horizon, participation)?,
             None => compile_blt(&blt, steps, steps, participation)?,
@@ -760,8 +888,20 @@ impl Job<'_> {
             "workload            prefix sum, FFT {:?}, n = {steps} as {} block(s) of {}\n\
              participation       {}\n\
              shipped             sqrt(L) = {:.4}\n\
-             {statement}",
-            kind, compiled.stamps, compiled.block, statement.participation, statement.sqrt_loss,
+             {}{statement}",
+            kind,
+            compiled.stamps,
+            compiled.block,
+            statement.participation,
+            statement.sqrt_loss,
+            match request.objective {
+                Objective::Total => "",
+                // crate::max_error::fft: nothing to optimize.
+                Objective::Max => {
+                    "max error           the same mechanism as under `total`: the FFT form has no free \
+                     parameter, and fft-optimal's decoder minimizes every row's norm for its encoder\n"
+                }
+            },
         );
         let report = self.report(&blob, fields, &statement, text);
         Ok((blob, report))
@@ -914,18 +1054,37 @@ impl Job<'_> {
             },
             ..BandMfOptions::default()
         };
-        let mut compiled = compile_bandmf(workload, steps, &options, &mut |what, loss| {
-            // The general optimizer reports its objective F, an upper bound on L.
-            let value = if what.starts_with("general") {
-                "bound sqrt(F)"
-            } else {
-                "sqrt(L)"
-            };
-            on_event(Event::Progress(format!(
-                "n = {steps}: {what}, {value} = {:.4}",
-                loss.sqrt()
-            )));
-        })?;
+        let mut compiled = match request.objective {
+            Objective::Total => compile_bandmf(workload, steps, &options, &mut |what, loss| {
+                // The general optimizer reports its objective F, an upper bound on L.
+                let value = if what.starts_with("general") {
+                    "bound sqrt(F)"
+                } else {
+                    "sqrt(L)"
+                };
+                on_event(Event::Progress(format!(
+                    "n = {steps}: {what}, {value} = {:.4}",
+                    loss.sqrt()
+                )));
+            })?,
+            // `tried` holds the banded Toeplitz optima's max errors, by which `auto` chose.
+            Objective::Max => {
+                let fitted = compile_bandmf_max_error(
+                    workload,
+                    steps,
+                    &BandMfMaxErrorOptions {
+                        participation,
+                        kind,
+                        bands,
+                        ..BandMfMaxErrorOptions::default()
+                    },
+                )?;
+                CompiledBandMf {
+                    tried: fitted.tried,
+                    ..fitted.compiled
+                }
+            }
+        };
         let written = crate::forms::bandmf::encode(&compiled, workload, &self.blob_options)?;
         compiled.sensitivity = written.sensitivity;
         let blob = written.bytes;
@@ -970,7 +1129,11 @@ impl Job<'_> {
                 .map(|(b, l)| format!("{b}: {:.4}", factor * l))
                 .collect();
             format!(
-                " (auto; banded Toeplitz sqrt(L) by b̂: {})",
+                " (auto; banded Toeplitz {} by b̂: {})",
+                match request.objective {
+                    Objective::Total => "sqrt(L)",
+                    Objective::Max => "max error",
+                },
                 tried.join(", ")
             )
         } else {

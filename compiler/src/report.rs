@@ -11,6 +11,7 @@ use mfc_formats::{Neighbouring, SensitivityMethod};
 
 use crate::Result;
 use crate::forms::banded::CompiledMechanism;
+use crate::max_error::Objective;
 use crate::optimize::optimum::certificate_holds;
 use crate::privacy::accountant::PldOptions;
 use crate::privacy::accountant::bandmf::AmplifiedBandMf;
@@ -335,6 +336,9 @@ pub struct CompileReport {
     pub band: usize,
     /// `r`.
     pub rank: usize,
+    /// What the strategy was optimized for: `total` (the max-error banded form reports
+    /// through the other forms' fields).
+    pub objective: &'static str,
     /// What ships and how private it is: the schema, the relation, the sensitivity, the error.
     #[serde(flatten)]
     pub statement: PrivacyStatement,
@@ -451,6 +455,7 @@ impl CompileReport {
             steps: c.steps,
             band: c.band,
             rank: c.rank,
+            objective: Objective::Total.name(),
             statement,
             stamps: compiled.stamps,
             optimal_sqrt_loss: factor * compiled.optimal_sqrt_loss,
@@ -475,6 +480,7 @@ impl fmt::Display for CompileReport {
             "workload            {} (n = {})",
             self.workload, self.steps
         )?;
+        writeln!(f, "objective           {}", Objective::Total.describe())?;
         writeln!(
             f,
             "participation       {}{}",

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use mfc_compiler::compile::{Event, compile as run_compile};
+use mfc_compiler::max_error::Objective;
 use mfc_compiler::report::{
     SamplingReport, method_description, neighbouring_name, privacy_unit, stored_schema,
 };
@@ -307,7 +308,9 @@ impl Drop for Running {
 /// float64 matrix `A` itself). The options of a form (`band`, `rank`, `refine`, `gap`,
 /// `stamps`; `buffers`, `horizon`; `bands`, `max_bands`, `toeplitz`) are refused for another
 /// form; `form` defaults to `banded`, or to `bandmf` with `sampling_prob` (amplified BandMF
-/// under cyclic Poisson sampling, `σ` by the accountant, the scheme recorded). A refusal is a `CompileError` naming the keyword, the value and what is allowed.
+/// under cyclic Poisson sampling, `σ` by the accountant, the scheme recorded). `objective`:
+/// `"total"` (the default, the total squared error) or `"max"` (the largest per-step error,
+/// continual counting's objective; every form, the banded one under single participation). A refusal is a `CompileError` naming the keyword, the value and what is allowed.
 /// Releases the GIL while it runs, and stops within an optimizer iteration on Ctrl-C
 /// (`KeyboardInterrupt`); the estimated memory and time of a long compile arrive as a
 /// `UserWarning` as soon as the compile gives them (before its work). `force` runs a compile
@@ -319,7 +322,7 @@ impl Drop for Running {
 #[pyo3(signature = (
     *, steps=None, workload=None, cooldown=None, epochs=None, min_sep=None, every=None,
     neighbouring="add-remove", form=None, stamps=None, band=None, rank=None, refine=None,
-    gap=None, bands=None, max_bands=None, toeplitz=false, buffers=None, horizon=None,
+    gap=None, objective=None, bands=None, max_bands=None, toeplitz=false, buffers=None, horizon=None,
     clip_norm=1.0, epsilon=None, delta=None, noise_multiplier=None, sampling_prob=None,
     dataset_size=None, batch_size=None, force=false, progress=None
 ))]
@@ -339,6 +342,7 @@ pub fn compile(
     rank: Option<Bound<'_, PyAny>>,
     refine: Option<Bound<'_, PyAny>>,
     gap: Option<f64>,
+    objective: Option<&str>,
     bands: Option<Bound<'_, PyAny>>,
     max_bands: Option<Bound<'_, PyAny>>,
     toeplitz: bool,
@@ -428,6 +432,7 @@ pub fn compile(
         rank: size(rank, Opt::Rank, 0, MAX_STEPS)?,
         refine: size(refine, Opt::Refine, 0, MAX_REFINE)?,
         gap,
+        objective: objective.map(|o| parsed(Objective::parse(o))).transpose()?,
         clip_norm: Some(clip_norm),
         epsilon,
         delta,

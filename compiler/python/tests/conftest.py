@@ -31,6 +31,13 @@ FORMS = {
     "bandmf-momentum": dict(
         steps=24, form="bandmf", bands=2, workload="momentum:0.9", epsilon=2.0, delta=1e-6
     ),
+    # Optimized for the max error (issue 32): every check above holds for them as well.
+    "banded-max": dict(steps=24, band=3, rank=2, objective="max", epsilon=2.0, delta=1e-6),
+    "blt-max": dict(steps=24, form="blt", buffers=2, objective="max", epsilon=2.0, delta=1e-6),
+    "bandmf-max-minsep": dict(
+        steps=24, form="bandmf", bands=4, epochs=3, min_sep=6, objective="max",
+        epsilon=2.0, delta=1e-6,
+    ),
 }
 
 

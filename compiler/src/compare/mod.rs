@@ -26,6 +26,11 @@ use crate::compare::tree::Tree;
 use crate::forms::banded::{CompileOptions, compile_from_optimum};
 use crate::forms::bandmf::{BandMfKind, BandMfOptions, Bands, compile_bandmf};
 use crate::forms::fft::{FftKind, FftOptions, compile_fft};
+use crate::max_error::banded_low_rank::{BandedMaxErrorOptions, compile_banded_max_error_from};
+use crate::max_error::bandmf::{BandMfMaxErrorOptions, compile_bandmf_max_error};
+use crate::max_error::blt::{BltHorizon, optimize_blt_max_error_family};
+use crate::max_error::dense::{MaxErrorOptions, optimize_max_error};
+use crate::max_error::{Objective, measure_decoder};
 use crate::optimize::blt::optimize_blt_family;
 use crate::optimize::optimum::{
     OptimumOptions, STAMP_CANDIDATES, certificate_holds, optimal_gram, stamped_optima,
@@ -46,6 +51,9 @@ pub struct Row {
     pub sqrt_loss: f64,
     /// The largest per-step standard deviation `sens·max_i ‖B[i,:]‖` (units of `σζ`).
     pub max_step_stddev: f64,
+    /// What the row was optimized for: `total` (`sqrt(L)`) or `max` (the max error); the
+    /// fixed mechanisms (square root, trees, FFT) have nothing to optimize and say `total`.
+    pub objective: &'static str,
     /// How the sensitivity was computed (`NonnegativeGram` and `MaxColumnNorm` are exact).
     pub sensitivity_method: String,
     /// Floats of device state per coordinate.
@@ -91,6 +99,9 @@ pub struct CompareOptions {
     pub refine_iterations: usize,
     /// The neighbouring relation: replace-one doubles every sensitivity and noise figure.
     pub neighbouring: mfc_formats::Neighbouring,
+    /// With [`Objective::Max`], the table adds rows optimized for the max error (the certified
+    /// max-error optimum and its `(h, r)` compression under single participation, BLTs, BandMF).
+    pub objective: Objective,
     /// Parts of the table computed at once, each on a thread of its own (`0`: as many as the
     /// machine has cores). The peak memory is that of the parts running together; with `1`
     /// each row's seconds are its own, not shared with the others.
@@ -114,6 +125,7 @@ fn evaluate(
         mechanism: name,
         sqrt_loss: (s2 * decoder_row_norms.iter().sum::<f64>()).sqrt(),
         max_step_stddev: (s2 * max).sqrt(),
+        objective: "total",
         sensitivity_method: format!("{:?}", s.method),
         ram_floats,
         flops_per_step,
@@ -185,6 +197,7 @@ fn shipped_row(
         mechanism: name,
         sqrt_loss: (s2 * decoder_row_norms.iter().sum::<f64>()).sqrt(),
         max_step_stddev: (s2 * max).sqrt(),
+        objective: "total",
         sensitivity_method: format!("{method:?}"),
         ram_floats,
         flops_per_step,
@@ -296,6 +309,7 @@ enum Slot {
     Stamped,
     BandMf,
     Blt,
+    MaxError,
     Fft,
     SquareRoot,
     Tree,
@@ -442,6 +456,12 @@ fn compare_add_remove(
             Box::new(move |_| Ok(in_slot(Slot::Blt, blt_rows(options)?))),
         ));
     }
+    if options.objective == Objective::Max {
+        parts.push((
+            "the rows optimized for the max error".into(),
+            Box::new(move |say| Ok(in_slot(Slot::MaxError, max_error_rows(a, options, say)?))),
+        ));
+    }
     if participation.max_participations() > 1 {
         parts.push((
             "stamping".into(),
@@ -510,6 +530,7 @@ fn floor_row(
         ),
         sqrt_loss: optimum.dual_bound.max(0.0).sqrt(),
         max_step_stddev: 0.0,
+        objective: "total",
         sensitivity_method: "—".into(),
         ram_floats: 0,
         flops_per_step: 0,
@@ -676,6 +697,127 @@ fn blt_rows(options: &CompareOptions) -> Result<Vec<Row>> {
     Ok(rows)
 }
 
+/// The rows optimized for the max error ([`crate::max_error`]), each measured from what ships:
+/// under single participation the certified max-error optimum `γ₂` (its dual bound in the
+/// name) and its `(h, r)` compression; for the prefix sum the BLTs with `1..=max_buffers`
+/// buffers; BandMF (banded Toeplitz) with the table's `b̂`.
+fn max_error_rows(
+    a: MatRef<'_, f64>,
+    options: &CompareOptions,
+    say: &dyn Fn(&str),
+) -> Result<Vec<Row>> {
+    let (n, participation) = (options.steps, &options.participation);
+    let mut clock = Clock::start();
+    let mut rows = Vec::new();
+    let with_objective = |mut row: Row| {
+        row.objective = Objective::Max.name();
+        row
+    };
+    if *participation == Participation::Single {
+        say("the certified max-error optimum");
+        let optimum = optimize_max_error(a, &MaxErrorOptions::default(), &mut |_| {})?;
+        let dense = crate::optimize::factorize::streaming_factorization(a, optimum.x.as_ref())?;
+        let measured = measure_decoder(a, dense.decoder.as_ref(), participation)?;
+        let norms: Vec<f64> = (0..n)
+            .map(|i| dense.decoder.row(i).squared_norm_l2())
+            .collect();
+        let mut row = shipped_row(
+            format!(
+                "max-error optimum γ₂ (certified: dual bound {:.4}, f64)",
+                optimum.dual_bound
+            ),
+            measured.sensitivity,
+            measured.method,
+            &norms,
+            n,
+            n,
+        );
+        row.streaming = true;
+        clock.push(&mut rows, with_objective(row));
+        say("its banded-plus-low-rank compression");
+        let compiled = compile_banded_max_error_from(
+            a,
+            optimum,
+            options.band,
+            options.rank,
+            &BandedMaxErrorOptions {
+                compression: crate::forms::banded::compress::CompressOptions {
+                    refine_iterations: options.refine_iterations,
+                    ..Default::default()
+                },
+                ..BandedMaxErrorOptions::default()
+            },
+        )?;
+        let c = &compiled.compressed;
+        let norms = crate::max_error::banded_low_rank::row_norms(c);
+        let row = shipped_row(
+            format!(
+                "banded (h, r) = ({}, {}) for max error, f32",
+                c.band, c.rank
+            ),
+            compiled.measured.sensitivity,
+            compiled.measured.method,
+            &norms,
+            c.band + c.rank + 2,
+            c.band + 2 * c.rank + 1,
+        );
+        clock.push(&mut rows, with_objective(row));
+    }
+    if matches!(options.workload, Workload::PrefixSum) && n >= 2 {
+        say("BLTs for max error");
+        let family = optimize_blt_max_error_family(
+            n,
+            options.max_buffers,
+            participation,
+            BltHorizon::Finite,
+            &mut |_| {},
+        )?;
+        for (blt, m) in family.iter().zip(1..) {
+            let stored = crate::forms::blt::compile_blt(blt, n, n, participation)?;
+            let norms = prefix_decoder_row_norms(&stored.blt.decoder_coefficients(n));
+            let row = shipped_row(
+                format!("BLT, {m} buffers, for max error, f32"),
+                stored.sensitivity,
+                stored.sensitivity_method,
+                &norms,
+                m + 2,
+                3 * m + 1,
+            );
+            clock.push(&mut rows, with_objective(row));
+        }
+    }
+    say("BandMF (banded Toeplitz) for max error");
+    let fitted = compile_bandmf_max_error(
+        &options.workload,
+        n,
+        &BandMfMaxErrorOptions {
+            participation: *participation,
+            kind: BandMfKind::Toeplitz,
+            bands: options.bands,
+            ..BandMfMaxErrorOptions::default()
+        },
+    )?;
+    let c = &fitted.compiled;
+    let norms: Vec<f64> = c
+        .per_step_variance
+        .iter()
+        .map(|v| v / (c.sensitivity * c.sensitivity))
+        .collect();
+    let row = shipped_row(
+        format!(
+            "BandMF, banded Toeplitz, b̂ = {}, for max error, f32",
+            c.bands
+        ),
+        c.sensitivity,
+        c.sensitivity_method,
+        &norms,
+        c.bands + 2,
+        2 * c.bands,
+    );
+    clock.push(&mut rows, with_objective(row));
+    Ok(rows)
+}
+
 /// The two FFT rows (prefix sum).
 fn fft_rows(options: &CompareOptions) -> Result<Vec<Row>> {
     let n = options.steps;
@@ -704,6 +846,7 @@ fn fft_rows(options: &CompareOptions) -> Result<Vec<Row>> {
                     .copied()
                     .fold(0.0, f64::max)
                     .sqrt(),
+                objective: "total",
                 sensitivity_method: format!("{:?}", fft.sensitivity_method),
                 ram_floats: n + 3,
                 flops_per_step: ffts * size * size.trailing_zeros() as usize / n,
@@ -897,6 +1040,7 @@ mod tests {
                         mechanism: format!("{slot:?}"),
                         sqrt_loss: 1.0,
                         max_step_stddev: 1.0,
+                        objective: "total",
                         sensitivity_method: String::new(),
                         ram_floats: 0,
                         flops_per_step: 0,

@@ -1,13 +1,13 @@
 //! The banded-plus-low-rank `(h, r)` form compiled for the max error, single participation.
 //!
-//! The pipeline of [`crate::mechanism::compile`] with the objective changed at each step:
+//! The pipeline of [`crate::forms::banded::compile`] with the objective changed at each step:
 //!
 //! 1. the certified max-error optimum `X` ([`super::dense`]) and its streaming factorization
 //!    `B = A C⁻¹`, whose rows all have (nearly) the same norm on the prefix sum;
 //! 2. the ALS fit of `B` to `(h, r)` ([`compress`], unchanged: it fits entries);
 //! 3. a descent on the shipped max error itself: L-BFGS on the smooth surrogate
 //!    `s_p²(Ĉ)·R_q(B̂)`, where `s_p²` is the `p`-norm of the squared column norms of
-//!    `Ĉ = B̂⁻¹A` ([`crate::refine`]'s surrogate of the sensitivity, shared code) and
+//!    `Ĉ = B̂⁻¹A` (`forms::banded::refine`'s surrogate of the sensitivity, shared code) and
 //!    `R_q = (Σ_i ρ_i^q)^{1/q}` the `q`-norm of the squared row norms `ρ_i = ‖B̂[i,:]‖²`, both
 //!    computed through the structure (`O(n²(h + r))` per evaluation); the iterate kept is the
 //!    best by the exact `max_j ‖ĉ_j‖²·max_i ρ_i`;
@@ -23,7 +23,7 @@
 //! `γ_t(q) = Σ_j q_j Ĉ_tj²`, and by the minimax theorem it equals
 //! `max_{p,q} Σ_t √(β_t(p)γ_t(q))`: every `(p, q)` gives a lower bound, and
 //! `w_t = √(β_t/γ_t)` the primal point. The iteration is the multiplicative one of
-//! [`crate::rescale`] applied to both distributions, `p_i ← p_i ρ_i(w)/Σ p ρ`,
+//! [`crate::forms::banded::rescale`] applied to both distributions, `p_i ← p_i ρ_i(w)/Σ p ρ`,
 //! `q_j ← q_j κ_j(w)/Σ q κ`; the best primal point seen is kept, the identity scaling among them.
 
 use faer::MatRef;
@@ -206,7 +206,7 @@ fn evaluate(
 }
 
 /// The descent stops when the surrogate has not dropped by `STALL_TOLERANCE` in
-/// `STALL_ITERATIONS` iterations (as [`crate::mechanism`]'s).
+/// `STALL_ITERATIONS` iterations (as [`crate::forms::banded`]'s).
 const STALL_ITERATIONS: usize = 10;
 const STALL_TOLERANCE: f64 = 1e-6;
 

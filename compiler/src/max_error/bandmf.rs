@@ -1,22 +1,22 @@
 //! BandMF (Choquette-Choo et al. 2023b; banded Toeplitz: McKenna 2025) fitted for the max error.
 //!
 //! A banded encoder `C` with `b̂ ≤ b` bands keeps one record's columns orthogonal, so its
-//! sensitivity is exact, `sens² = max_π Σ_{j∈π} ν_j` (`ν_j = ‖c_j‖²`, [`crate::banded`]); the
+//! sensitivity is exact, `sens² = max_π Σ_{j∈π} ν_j` (`ν_j = ‖c_j‖²`, [`crate::optimize::banded`]); the
 //! max error is `sens·max_i ‖(AC⁻¹)[i,:]‖`, invariant under scaling `C`.
 //!
 //! - **Banded Toeplitz, prefix sum**: `B = S T(r)`, `r = 1/c`, is Toeplitz, so its rows never
 //!   decrease (as a BLT's, [`super::blt`]) and the objective is
 //!   `ln sens² + ln Σ_{k<n} Q_k²` with `Q_k = Σ_{t≤k} r_t` and `sens² = Σ_t m_t c_t²`
 //!   (`m_t` the steps of the worst pattern `{0, b, 2b, …}` that column `t` of the band reaches,
-//!   [`crate::banded_toeplitz`]). Its gradient in `O(n·b̂)`: `g_k = ∂E/∂r_k = 2Σ_{k'≥k} Q_{k'}`,
+//!   [`crate::optimize::banded::toeplitz`]). Its gradient in `O(n·b̂)`: `g_k = ∂E/∂r_k = 2Σ_{k'≥k} Q_{k'}`,
 //!   `λ = T(c)⁻ᵀ g`, `∂E/∂c_l = −Σ_{k≥l} λ_k r_{k−l}` (`dr = −T(c)⁻¹T(dc)r`). L-BFGS with
 //!   `c_0 = 1` fixed, from the truncated square root (the optimal Toeplitz mechanism for the max
 //!   error, Dvijotham et al. 2024) and from the total-loss optimum, the better kept.
 //! - **General banded, or Toeplitz for another workload**: the smooth surrogate
-//!   `F = s̃(ν)·R̃(ρ)`, `ρ_i = ‖(AC⁻¹)[i,:]‖²`, with both maxima smoothed as [`crate::banded`]
+//!   `F = s̃(ν)·R̃(ρ)`, `ρ_i = ‖(AC⁻¹)[i,:]‖²`, with both maxima smoothed as [`crate::optimize::banded`]
 //!   smooths the sensitivity (`κ·s_τ(x/κ)`, `κ` the mean, temperatures decreasing over three
 //!   rounds; `R̃ ≥ max ρ`, so `F` bounds the squared max error from above). Its gradient
-//!   reuses [`crate::banded`]'s: `∂R̃ = Σ_i ω_i ∂ρ_i` is the gradient of
+//!   reuses [`crate::optimize::banded`]'s: `∂R̃ = Σ_i ω_i ∂ρ_i` is the gradient of
 //!   `‖diag(√ω) A C⁻¹‖_F²` for the fixed weights `ω_i = ∂R̃/∂ρ_i ≥ 0`. `O(n²·b̂)` per evaluation.
 //!   The general form starts from the banded Toeplitz optimum; what is kept is judged by the
 //!   exact max error.
@@ -179,7 +179,7 @@ fn optimize_toeplitz_series(
 }
 
 /// `κ·s_τ(x/κ)` with `κ = mean(x)` and its gradient, for a smoothed maximum `s_τ` with gradient
-/// `g` at `u = x/κ`: `∂/∂x_i = g_i + (s − Σ g u)/n` (as [`crate::banded`]).
+/// `g` at `u = x/κ`: `∂/∂x_i = g_i + (s − Σ g u)/n` (as [`crate::optimize::banded`]).
 fn scaled(soft: f64, g: &[f64], u: &[f64], kappa: f64) -> (f64, Vec<f64>) {
     let n = u.len() as f64;
     let drift = (soft - g.iter().zip(u).map(|(g, u)| g * u).sum::<f64>()) / n;

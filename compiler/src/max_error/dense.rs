@@ -10,7 +10,7 @@
 //! factorization norm `γ₂(A) = min_{A = BC} ‖B‖_{2→∞} ‖C‖_{1→2}` (Linial, Mendelson, Schechtman,
 //! Shraibman 2007; for prefix sums the object of Fichtenberger, Henzinger, Upadhyay, ICML 2023,
 //! and Henzinger, Upadhyay, Upadhyay, SODA 2023). (A lower-triangular streaming `C` loses
-//! nothing: the streaming factorization of the same `X`, [`crate::factorize`], has the same
+//! nothing: the streaming factorization of the same `X`, [`crate::optimize::factorize`], has the same
 //! column norms and the same row norms of `B = A C⁻¹`.)
 //!
 //! **The dual used.** The Lagrangian dual over a distribution `w` on the rows is the weighted
@@ -39,9 +39,9 @@
 //! (`Σ_i w_i‖B[i,:]‖² = tr Σ = g`) and whose fixed points are exactly the points where every row
 //! of `B` and every column of `C` have the same norm, `g`: there primal and dual agree. It needs
 //! only `PΣPᵀ = (MMᵀ)^{1/2}` and `QΣQᵀ = (MᵀM)^{1/2}`, from two symmetric eigendecompositions
-//! (as [`crate::optimize`] computes `K(v)^{1/2}`), cheaper than one SVD; for a persymmetric
+//! (as [`crate::optimize::single`] computes `K(v)^{1/2}`), cheaper than one SVD; for a persymmetric
 //! workload (`JAJ = Aᵀ`, the prefix sum) the iterate stays on `u = Jw`, where the optimum lies
-//! (`g(w, u) = g(Ju, Jw)` and `g` is concave), and one does. As in [`crate::optimize`], the step
+//! (`g(w, u) = g(Ju, Jw)` and `g` is concave), and one does. As in [`crate::optimize::single`], the step
 //! runs with Anderson acceleration on `(log w, log u)`; nothing relies on its convergence, since
 //! every iterate carries its own bounds.
 //!
@@ -513,7 +513,7 @@ mod tests {
 
     /// The Lagrangian dual by a different algorithm: for the optimal row weights `w`, the
     /// weighted total loss `min_X tr(diag(w) A X⁻¹ Aᵀ)` over unit-diagonal `X`, certified by the
-    /// φ iteration of [`crate::optimize`] (003 Eq. 5–8, eigendecompositions of `K(v)`), lies
+    /// φ iteration of [`crate::optimize::single`] (003 Eq. 5–8, eigendecompositions of `K(v)`), lies
     /// between the squares of this module's dual and primal: `‖W^{1/2}AU^{1/2}‖_*² ≤` its
     /// optimum (the maximum over `u`) `≤ γ₂²` (weak duality).
     #[test]

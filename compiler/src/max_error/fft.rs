@@ -1,6 +1,6 @@
 //! The FFT form under the max-error objective: nothing to optimize but the block length.
 //!
-//! The FFT mechanisms ([`crate::fft`], Choquette-Choo et al. 2023, 001 App. K) have no free
+//! The FFT mechanisms ([`crate::forms::fft`], Choquette-Choo et al. 2023, 001 App. K) have no free
 //! parameters: the kernel `y` and the encoder `C_F = YE` are fixed in closed form by the block
 //! length `m = n/s`. Of the two decoders, the optimal one `B = S C_F†` (Mechanism 2) is
 //! **simultaneously** optimal for the total and for the max error among all decoders of that

@@ -55,6 +55,16 @@ impl Objective {
         }
     }
 
+    /// What reports print on their `objective` line.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Objective::Total => {
+                "total squared error sqrt(L) (the default; `max` minimizes the largest per-step stddev)"
+            }
+            Objective::Max => "max error: the largest per-step stddev",
+        }
+    }
+
     /// Parses `total` or `max`; the refusal names the value and the choices.
     pub fn parse(name: &str) -> std::result::Result<Self, OptionError> {
         match name {

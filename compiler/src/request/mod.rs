@@ -18,6 +18,7 @@ use mfc_formats::Neighbouring;
 
 use crate::forms::bandmf::{BandMfKind, Bands};
 use crate::forms::fft::FftKind;
+use crate::max_error::Objective;
 use crate::privacy::participation::Participation;
 use crate::workload::Schedule;
 
@@ -394,6 +395,9 @@ pub struct CompileRequest {
     pub sampling: Option<Sampling>,
     /// Run a compile whose estimated memory exceeds what is available.
     pub force: bool,
+    /// What the strategy is optimized for: the total squared error (the default) or the max
+    /// error ([`crate::max_error`]).
+    pub objective: Objective,
 }
 
 /// How a compile request gives its cyclic Poisson sampling (amplified BandMF).
@@ -453,6 +457,8 @@ pub struct Options {
     pub refine: Option<usize>,
     /// The duality gap (1e-6 when absent).
     pub gap: Option<f64>,
+    /// `objective`.
+    pub objective: Option<Objective>,
     /// `ζ` (1 when absent).
     pub clip_norm: Option<f64>,
     /// `ε`.
@@ -695,7 +701,41 @@ impl Options {
             privacy: self.privacy()?,
             sampling,
             force: self.force,
+            objective: self.objective(form, &participation)?,
         })
+    }
+
+    /// The objective, refused where no optimizer of it exists: the banded form under max
+    /// error needs single participation and one stamp (the certified max-error optimum, `γ₂`,
+    /// is computed for single participation; [`crate::max_error::dense`]).
+    fn objective(
+        &self,
+        form: FormKind,
+        participation: &Participation,
+    ) -> Result<Objective, OptionError> {
+        let objective = self.objective.unwrap_or_default();
+        if objective == Objective::Max && form == FormKind::Banded {
+            if *participation != Participation::Single {
+                return Err(OptionError::new(
+                    Opt::Objective,
+                    "max",
+                    "with {form} banded needs single participation (the certified max-error \
+                     optimum is computed for it); under {epochs}, {min_sep} or {every} use \
+                     {form} bandmf or blt, which optimize the max error under every schema",
+                ));
+            }
+            if let Some(stamps) = self.stamps.filter(|s| *s != Stamps::Count(1)) {
+                return Err(OptionError::new(
+                    Opt::Stamps,
+                    match stamps {
+                        Stamps::Count(s) => s.to_string(),
+                        Stamps::Auto => "auto".into(),
+                    },
+                    "expected 1 with {objective} max: the max-error banded form is not stamped",
+                ));
+            }
+        }
+        Ok(objective)
     }
 
     /// The sampling of `(sampling_prob, dataset_size, batch_size)`: a rate, or a dataset and

@@ -152,6 +152,7 @@ def compile(
     rank: Optional[int] = None,
     refine: Optional[int] = None,
     gap: Optional[float] = None,
+    objective: Optional[str] = None,
     bands: Union[int, str, None] = None,
     max_bands: Optional[int] = None,
     toeplitz: bool = False,
@@ -173,7 +174,10 @@ def compile(
     ``rank`` (4), ``refine`` (50), ``gap`` (1e-6) and ``stamps`` (1 or ``"auto"``) for
     ``form="banded"`` (``stamps`` also for ``fft``/``fft-optimal``); ``buffers`` (4) and
     ``horizon`` (an int or ``"unbounded"``) for ``blt``; ``bands`` (an int or ``"auto"``),
-    ``max_bands`` (256) and ``toeplitz`` for ``bandmf``. ``form`` defaults to ``banded``, or
+    ``max_bands`` (256) and ``toeplitz`` for ``bandmf``. ``objective``: ``"total"`` (the default:
+    the total squared error sqrt(L)) or ``"max"`` (the largest per-step standard deviation,
+    continual counting's objective; every form, ``banded`` under single participation only;
+    ``fft`` has nothing to choose); ``report["objective"]`` says which. ``form`` defaults to ``banded``, or
     ``bandmf`` with ``sampling_prob``: amplified BandMF under cyclic Poisson sampling (the
     records in ``bands`` groups, step i samples group i mod bands with probability
     ``sampling_prob``; ``bands=1`` is DP-SGD), sigma calibrated by the accountant and the scheme

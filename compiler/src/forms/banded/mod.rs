@@ -396,11 +396,6 @@ pub fn encode(
     workload: &crate::workload::Workload,
     options: &BlobOptions,
 ) -> Result<Written> {
-    let c = &compiled.compressed;
-    let diagonals = exact_f32(&c.diagonals)?;
-    let left = exact_f32(&c.left)?;
-    let right = exact_f32(&c.right)?;
-    let label = workload.label();
     let shipped = Shipped {
         participation: &compiled.participation,
         sensitivity: compiled.sensitivity,
@@ -409,6 +404,22 @@ pub fn encode(
         optimal_sqrt_loss: Some(compiled.optimal_sqrt_loss),
         step_stddev: step_stddev(&compiled.per_step_variance),
     };
+    encode_decoder(&compiled.compressed, shipped, workload, options)
+}
+
+/// Encodes the decoder `c` (every coefficient an `f32`) with the figures of `shipped`: the
+/// part of [`encode`] shared with the max-error form ([`crate::max_error::banded_low_rank`]),
+/// whose optimum is not a [`CompiledMechanism`]'s.
+pub fn encode_decoder(
+    c: &BandedLowRank,
+    shipped: Shipped<'_>,
+    workload: &crate::workload::Workload,
+    options: &BlobOptions,
+) -> Result<Written> {
+    let diagonals = exact_f32(&c.diagonals)?;
+    let left = exact_f32(&c.left)?;
+    let right = exact_f32(&c.right)?;
+    let label = workload.label();
     let decoder = Decoder::BandedLowRank(mfc_formats::BandedLowRank {
         band: c.band as u32,
         rank: c.rank as u32,
