@@ -580,7 +580,15 @@ mod stored_tests {
             let patterns = min_separation_patterns(n, k, b);
             let family =
                 optimize_blt_max_error_family(n, 2, &participation, horizon, &mut |_| {}).unwrap();
-            for blt in &family {
+            // The fitted BLTs are already f32; each is also compiled moved off the f32 grid
+            // (an f64 BLT given to the compiler), so what is measured must be its rounding.
+            let off_grid = family.iter().map(|blt| Blt {
+                theta: blt.theta.iter().map(|t| t * (1.0 - 2.9e-8)).collect(),
+                omega: blt.omega.iter().map(|w| w * (1.0 + 3.7e-8)).collect(),
+            });
+            let all: Vec<Blt> = family.iter().cloned().chain(off_grid).collect();
+            assert!(all.iter().any(|blt| blt != &blt.rounded_to_f32()));
+            for blt in &all {
                 let compiled = compile_max_error_blt(blt, n, &participation, horizon).unwrap();
                 let theta: Vec<f64> = compiled
                     .compiled
