@@ -1,12 +1,31 @@
-//! The acceptance table of issue 32 (max error): the certified dense optimum `γ₂` beside the
-//! square-root factorization, the shipped `(h, r)` form, BLTs finite and unbounded, BandMF and
-//! FFT, every figure recomputed from the stored coefficients.
+//! The acceptance tables of issue 32 (max error), printed as markdown: every max error is
+//! recomputed from what ships (the stored `f32` coefficients and the sensitivity of exactly
+//! them), never taken from an optimizer's own value.
+//!
+//! - `dense [n[:h,r[,iterations]]...]`: prefix sums, single participation: the certified
+//!   max-error optimum `γ₂` (primal, dual bound, relative gap), the square-root factorization's
+//!   max error beside it, and the shipped `(h, r)` form's max error (measured densely from its
+//!   stored coefficients by [`measure_decoder`](mfc_compiler::max_error::measure_decoder)).
+//!   Default sizes 256, 1024, 4096 with `(h, r)` from [`default_band_rank`]; `n:h,r` picks the
+//!   form (several `:h,r` for several rows from one optimum), `,iterations` the refine budget.
+//!   Its `s` and `CPU s` columns read `optimum + form`: the optimum's seconds (shared by the
+//!   rows of one `n`), then the `(h, r)` compile's from that optimum.
+//! - `blt [n]`: BLTs with 1–5 buffers fitted for the max error, finite horizon and unbounded,
+//!   default `n = 2048`, measured from the stored parameters
+//!   ([`compile_max_error_blt`](mfc_compiler::max_error::blt::compile_max_error_blt)).
+//! - `minsep`: min-separation `(k, b) = (4, 128)`, `n = 512`: BandMF (Toeplitz and general,
+//!   128 bands) and BLT (1–5 buffers), each fitted for the max error and for the total loss,
+//!   both metrics per row.
 //!
 //! Run: `cargo bench -p mfc-compiler --bench max_error -- dense 256 1024`.
 
 use std::time::Instant;
 
+use mfc_compiler::max_error::banded_low_rank::{
+    BandedMaxErrorOptions, compile_banded_max_error_from,
+};
 use mfc_compiler::max_error::dense::{MaxErrorOptions, optimize_max_error};
+use mfc_compiler::max_error::max_step_stddev;
 use mfc_compiler::optimize::toeplitz::{square_root_coefficients, toeplitz_error};
 use mfc_compiler::workload::Workload;
 
@@ -25,15 +44,66 @@ fn cpu_seconds() -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-fn dense(sizes: &[usize]) {
+/// Wall and CPU seconds since a start taken with [`start`].
+fn since((wall, cpu): (Instant, f64)) -> (f64, f64) {
+    (wall.elapsed().as_secs_f64(), cpu_seconds() - cpu)
+}
+
+fn start() -> (Instant, f64) {
+    (Instant::now(), cpu_seconds())
+}
+
+/// The `(h, r)` shipped at `n` when the command line names none.
+fn default_band_rank(n: usize) -> (usize, usize) {
+    match n {
+        0..=256 => (4, 4),
+        257..=1024 => (5, 5),
+        _ => (7, 5),
+    }
+}
+
+/// One `dense` argument: `n`, or `n:h,r[,iterations]` (repeatable after `n`).
+struct DenseSize {
+    n: usize,
+    forms: Vec<(usize, usize, usize)>,
+}
+
+fn parse_dense(arg: &str) -> Option<DenseSize> {
+    let mut parts = arg.split(':');
+    let n: usize = parts.next()?.parse().ok()?;
+    let default_iterations = BandedMaxErrorOptions::default()
+        .compression
+        .refine_iterations;
+    let mut forms = Vec::new();
+    for part in parts {
+        let v: Vec<usize> = part
+            .split(',')
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .ok()?;
+        match v[..] {
+            [h, r] => forms.push((h, r, default_iterations)),
+            [h, r, i] => forms.push((h, r, i)),
+            _ => return None,
+        }
+    }
+    if forms.is_empty() {
+        let (h, r) = default_band_rank(n);
+        forms.push((h, r, default_iterations));
+    }
+    Some(DenseSize { n, forms })
+}
+
+fn dense(sizes: &[DenseSize]) {
     println!(
-        "| n | max error (primal) | dual bound | rel. gap | iterations | square root | gap to √ | seconds | CPU s |"
+        "| n | γ₂ primal | dual bound | rel. gap | square root | √ above γ₂ | (h, r), refine its. | shipped (h, r) | above γ₂ | s | CPU s |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
-    for &n in sizes {
-        let a = Workload::PrefixSum.matrix(n).expect("prefix");
-        let (start, cpu) = (Instant::now(), cpu_seconds());
-        let o = optimize_max_error(a.as_ref(), &MaxErrorOptions::default(), &mut |p| {
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    for size in sizes {
+        let n = size.n;
+        let a = Workload::PrefixSum.matrix(n).expect("the prefix sum");
+        let t = start();
+        let optimum = optimize_max_error(a.as_ref(), &MaxErrorOptions::default(), &mut |p| {
             eprintln!(
                 "  n = {n}, iteration {}: primal {:.6} (product bound {:.6}), dual {:.6}, gap {:.2e} at {:.1} s",
                 p.iteration,
@@ -41,278 +111,269 @@ fn dense(sizes: &[usize]) {
                 p.product_bound,
                 p.dual,
                 p.relative_gap,
-                start.elapsed().as_secs_f64()
+                t.0.elapsed().as_secs_f64()
             )
         })
-        .expect("optimum");
-        let (seconds, cpu) = (start.elapsed().as_secs_f64(), cpu_seconds() - cpu);
-        let sqrt = toeplitz_error(&square_root_coefficients(n), n);
-        let sqrt_max = sqrt.per_step_variance[n - 1].sqrt();
-        println!(
-            "| {n} | {:.6} | {:.6} | {:.1e} | {} | {sqrt_max:.6} | {:+.2}% | {seconds:.1} | {cpu:.1} |",
-            o.max_error,
-            o.dual_bound,
-            o.relative_gap,
-            o.iterations,
-            100.0 * (sqrt_max / o.max_error - 1.0)
+        .expect("the dense optimum");
+        let (optimum_wall, optimum_cpu) = since(t);
+        eprintln!(
+            "  n = {n}: optimum {:.6} in {optimum_wall:.1} s ({optimum_cpu:.1} CPU s)",
+            optimum.max_error
         );
-    }
-}
-
-fn timing(sizes: &[usize]) {
-    use faer::{Mat, Side};
-    for &n in sizes {
-        let m = Mat::from_fn(n, n, |i, j| {
-            if j <= i {
-                1.0 / (1.0 + ((i * 7 + j * 3) % 11) as f64)
-            } else {
-                0.0
-            }
-        });
-        let t = Instant::now();
-        let k = m.transpose() * &m;
-        let t_mul = t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        let _e = k.self_adjoint_eigen(Side::Lower).unwrap();
-        let t_eig = t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        let _s = m.thin_svd().unwrap();
-        let t_svd = t.elapsed().as_secs_f64();
-        let t = Instant::now();
-        let _v = m.singular_values().unwrap();
-        let t_sv = t.elapsed().as_secs_f64();
-        println!(
-            "n = {n}: matmul {t_mul:.2} s, eig {t_eig:.2} s, svd {t_svd:.2} s, singular values {t_sv:.2} s"
-        );
-    }
-}
-
-fn warm(sizes: &[usize]) {
-    let mut previous: Option<(Vec<f64>, Vec<f64>)> = None;
-    for &n in sizes {
-        let a = Workload::PrefixSum.matrix(n).expect("prefix");
-        let start = previous.as_ref().map(|(w, u)| {
-            (
-                mfc_compiler::max_error::dense::interpolate_weights(w, n),
-                mfc_compiler::max_error::dense::interpolate_weights(u, n),
-            )
-        });
-        let t = Instant::now();
-        let o = optimize_max_error(
-            a.as_ref(),
-            &MaxErrorOptions {
-                start,
-                ..Default::default()
-            },
-            &mut |p| {
-                eprintln!(
-                    "  n = {n} it {} gap {:.2e} product {:.6} dual {:.6} at {:.1}",
-                    p.iteration,
-                    p.relative_gap,
-                    p.product_bound,
-                    p.dual,
-                    t.elapsed().as_secs_f64()
-                )
-            },
-        )
-        .unwrap();
-        println!(
-            "n = {n} warm: {} iterations, {:.6} / {:.6}, {:.1} s",
-            o.iterations,
-            o.max_error,
-            o.dual_bound,
-            t.elapsed().as_secs_f64()
-        );
-        previous = Some((o.row_weights, o.column_weights));
-    }
-}
-
-fn depth(sizes: &[usize]) {
-    for &n in sizes {
-        let a = Workload::PrefixSum.matrix(n).expect("prefix");
-        for h in [0, 2, 5, 8, 12, 20] {
-            let o = optimize_max_error(
-                a.as_ref(),
-                &MaxErrorOptions {
-                    anderson_history: h,
-                    max_iterations: 2000,
-                    ..Default::default()
-                },
-                &mut |_| {},
-            )
-            .unwrap();
-            println!("n = {n}, depth {h}: {} iterations", o.iterations);
+        let sqrt =
+            max_step_stddev(&toeplitz_error(&square_root_coefficients(n), n).per_step_variance);
+        for &(h, r, iterations) in &size.forms {
+            let mut options = BandedMaxErrorOptions::default();
+            options.compression.refine_iterations = iterations;
+            let t = start();
+            let c = compile_banded_max_error_from(a.as_ref(), optimum.clone(), h, r, &options)
+                .expect("the (h, r) form");
+            let (wall, cpu) = since(t);
+            println!(
+                "| {n} | {:.4} | {:.4} | {:.1e} | {sqrt:.4} | {:+.2}% | ({h}, {r}), {iterations} | {:.4} | {:+.2}% | {:.0} + {wall:.0} | {:.0} + {cpu:.0} |",
+                optimum.max_error,
+                optimum.dual_bound,
+                optimum.relative_gap,
+                100.0 * (sqrt / optimum.max_error - 1.0),
+                c.measured.max_error,
+                100.0 * (c.measured.max_error / optimum.max_error - 1.0),
+                optimum_wall,
+                optimum_cpu,
+            );
+            eprintln!(
+                "  n = {n} ({h}, {r}): stages {:?}, shipped sensitivity {:.9} ({:?})",
+                c.stages, c.measured.sensitivity, c.measured.method
+            );
         }
     }
 }
 
-fn blt(sizes: &[usize]) {
+/// Wall and CPU seconds of each member of a family fitted one buffer count after the other,
+/// from the `fitted(m)` callbacks.
+struct Laps {
+    last: (Instant, f64),
+    laps: Vec<(f64, f64)>,
+}
+
+impl Laps {
+    fn new() -> Self {
+        Self {
+            last: start(),
+            laps: Vec::new(),
+        }
+    }
+
+    fn lap(&mut self) {
+        self.laps.push(since(self.last));
+        self.last = start();
+    }
+}
+
+/// `yes`, or the first buffer count whose max error exceeds the one before.
+fn monotone(values: &[f64]) -> String {
+    match values.windows(2).position(|w| w[1] > w[0]) {
+        None => "yes".into(),
+        Some(i) => format!(
+            "no: m = {} has {:.6} > m = {}'s {:.6}",
+            i + 2,
+            values[i + 1],
+            i + 1,
+            values[i]
+        ),
+    }
+}
+
+fn blt(n: usize) {
+    use mfc_compiler::forms::blt::compile_blt;
     use mfc_compiler::max_error::blt::{
         BltHorizon, compile_max_error_blt, optimize_blt_max_error_family,
     };
+    use mfc_compiler::optimize::blt::optimize_blt_family;
     use mfc_compiler::privacy::participation::Participation;
-    let n = sizes.first().copied().unwrap_or(2048);
+    const BUFFERS: usize = 5;
+    let p = Participation::Single;
+    // The total-loss fits, for the max error mfc shipped before issue 32.
+    let mut total_laps = Laps::new();
+    let total = optimize_blt_family(n, BUFFERS, &p, &mut |_| total_laps.lap()).expect("total fit");
+    let total_max: Vec<f64> = total
+        .iter()
+        .map(|b| {
+            compile_blt(b, n, n, &p)
+                .expect("the total-loss BLT")
+                .horizon_error
+                .max_step_stddev
+        })
+        .collect();
+    let mut rows = Vec::new();
     for horizon in [BltHorizon::Finite, BltHorizon::Unbounded] {
-        let t = Instant::now();
-        let family =
-            optimize_blt_max_error_family(n, 5, &Participation::Single, horizon, &mut |m| {
-                eprintln!("  m = {m} at {:.1} s", t.elapsed().as_secs_f64())
-            })
-            .unwrap();
-        for (m, b) in family.iter().enumerate() {
-            let c = compile_max_error_blt(b, n, &Participation::Single, horizon).unwrap();
-            println!(
-                "{horizon:?} m = {}: max error {:.6}, sens {:.6}, growth {:?}, {:?}",
-                m + 1,
-                c.max_error,
-                c.compiled.sensitivity,
-                c.limit_growth_rate,
-                b
-            );
-        }
+        let mut laps = Laps::new();
+        let family = optimize_blt_max_error_family(n, BUFFERS, &p, horizon, &mut |m| {
+            laps.lap();
+            eprintln!("  {horizon:?}: m = {m} fitted");
+        })
+        .expect("the max-error family");
+        let compiled: Vec<_> = family
+            .iter()
+            .map(|b| compile_max_error_blt(b, n, &p, horizon).expect("the max-error BLT"))
+            .collect();
+        rows.push((horizon, compiled, laps.laps));
+    }
+    println!(
+        "| m | finite: max error | √L | s | CPU s | unbounded: max error over n (sens_∞) | limit max error/√N | s | CPU s | total-loss fit's max error (finite) |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    let (finite, unbounded) = (&rows[0], &rows[1]);
+    for m in 0..BUFFERS {
+        let (f, u) = (&finite.1[m], &unbounded.1[m]);
+        println!(
+            "| {} | {:.4} | {:.4} | {:.0} | {:.0} | {:.4} | {} | {:.0} | {:.0} | {:.4} |",
+            m + 1,
+            f.max_error,
+            f.compiled.sqrt_loss,
+            finite.2[m].0,
+            finite.2[m].1,
+            u.max_error,
+            u.limit_growth_rate
+                .map_or_else(|| "—".into(), |g| format!("{g:.4}")),
+            unbounded.2[m].0,
+            unbounded.2[m].1,
+            total_max[m],
+        );
+    }
+    for (horizon, compiled, _) in &rows {
+        let values: Vec<f64> = compiled.iter().map(|c| c.max_error).collect();
+        println!(
+            "\n{horizon:?}, n = {n}: monotone in m: {}",
+            monotone(&values)
+        );
     }
 }
 
-fn banded(sizes: &[usize]) {
-    use mfc_compiler::max_error::banded_low_rank::BandedMaxErrorOptions;
-    for &n in sizes {
-        let (h, r) = match n {
-            256 => (4, 4),
-            512 => (5, 4),
-            1024 => (5, 5),
-            2048 => (6, 5),
-            _ => (7, 5),
-        };
-        let a = Workload::PrefixSum.matrix(n).expect("prefix");
-        let optimum = mfc_compiler::max_error::dense::optimize_max_error(
-            a.as_ref(),
-            &MaxErrorOptions::default(),
-            &mut |_| {},
-        )
-        .unwrap();
-        for (iterations, exponents) in [
-            (100, vec![256.0]),
-            (300, vec![256.0]),
-            (300, vec![32.0, 128.0, 512.0]),
-            (300, vec![16.0, 64.0, 256.0, 1024.0]),
-        ] {
-            let mut options = BandedMaxErrorOptions::default();
-            options.compression.refine_iterations = iterations;
-            options.exponents = exponents.clone();
-            println!("{iterations} {exponents:?}");
-            let (start, cpu) = (Instant::now(), cpu_seconds());
-            let c = mfc_compiler::max_error::banded_low_rank::compile_banded_max_error_from(
-                a.as_ref(),
-                optimum.clone(),
-                h,
-                r,
-                &options,
-            )
-            .unwrap();
-            println!(
-                "n = {n} ({h}, {r}): optimum {:.6} (dual {:.6}), stages {:?}, shipped {:.6} ({:+.3}%), sens {:.9}, {:.1} s, {:.1} CPU s",
-                c.optimum.max_error,
-                c.optimum.dual_bound,
-                c.stages,
-                c.measured.max_error,
-                100.0 * (c.measured.max_error / c.optimum.max_error - 1.0),
-                c.measured.sensitivity,
-                start.elapsed().as_secs_f64(),
-                cpu_seconds() - cpu
-            );
-        }
-    }
+/// One row of the `minsep` table.
+struct MinSepRow {
+    form: String,
+    objective: &'static str,
+    max_error: f64,
+    sqrt_loss: f64,
+    method: mfc_formats::SensitivityMethod,
+    seconds: (f64, f64),
 }
 
 fn minsep() {
-    use mfc_compiler::forms::bandmf::{BandMfKind, Bands};
+    use mfc_compiler::forms::bandmf::{BandMfKind, BandMfOptions, Bands, compile_bandmf};
+    use mfc_compiler::forms::blt::compile_blt;
     use mfc_compiler::max_error::bandmf::{BandMfMaxErrorOptions, compile_bandmf_max_error};
     use mfc_compiler::max_error::blt::{
         BltHorizon, compile_max_error_blt, optimize_blt_max_error_family,
     };
+    use mfc_compiler::optimize::blt::optimize_blt_family;
     use mfc_compiler::privacy::participation::Participation;
-    let n = 512;
-    let p = Participation::min_separation(4, 128).unwrap();
+    const N: usize = 512;
+    const BANDS: usize = 128;
+    const BUFFERS: usize = 5;
+    let p = Participation::min_separation(4, 128).expect("(4, 128)");
+    let mut rows = Vec::new();
     for kind in [BandMfKind::Toeplitz, BandMfKind::General] {
-        let t = Instant::now();
-        let c = compile_bandmf_max_error(
+        let form = format!("BandMF {kind:?}, {BANDS} bands");
+        let t = start();
+        let max = compile_bandmf_max_error(
             &Workload::PrefixSum,
-            n,
+            N,
             &BandMfMaxErrorOptions {
                 participation: p,
                 kind,
-                bands: Bands::Fixed(128),
+                bands: Bands::Fixed(BANDS),
                 ..Default::default()
             },
         )
-        .unwrap();
-        println!(
-            "{kind:?}: max error {:.9} (toeplitz start {:?}), sens {:.9}, {:.1} s",
-            c.max_error,
-            c.toeplitz_max_error,
-            c.compiled.sensitivity,
-            t.elapsed().as_secs_f64()
-        );
+        .expect("BandMF for the max error");
+        rows.push(MinSepRow {
+            form: form.clone(),
+            objective: "max",
+            max_error: max.max_error,
+            sqrt_loss: max.compiled.sqrt_loss,
+            method: max.compiled.sensitivity_method,
+            seconds: since(t),
+        });
+        eprintln!("  {form}, max: done");
+        let t = start();
+        let total = compile_bandmf(
+            &Workload::PrefixSum,
+            N,
+            &BandMfOptions {
+                participation: p,
+                kind,
+                bands: Bands::Fixed(BANDS),
+                ..Default::default()
+            },
+            &mut |_, _| {},
+        )
+        .expect("BandMF for the total loss");
+        rows.push(MinSepRow {
+            form,
+            objective: "total",
+            max_error: max_step_stddev(&total.per_step_variance),
+            sqrt_loss: total.sqrt_loss,
+            method: total.sensitivity_method,
+            seconds: since(t),
+        });
     }
-    let t = Instant::now();
-    let family = optimize_blt_max_error_family(n, 5, &p, BltHorizon::Finite, &mut |m| {
-        eprintln!("  m = {m} at {:.1}", t.elapsed().as_secs_f64())
+    let mut laps = Laps::new();
+    let family = optimize_blt_max_error_family(N, BUFFERS, &p, BltHorizon::Finite, &mut |m| {
+        laps.lap();
+        eprintln!("  BLT max: m = {m} fitted");
     })
-    .unwrap();
-    for (m, b) in family.iter().enumerate() {
-        let c = compile_max_error_blt(b, n, &p, BltHorizon::Finite).unwrap();
-        println!(
-            "BLT m = {}: {:.9} ({:?})",
-            m + 1,
-            c.max_error,
-            c.compiled.sensitivity_method
-        );
+    .expect("the max-error BLTs");
+    let max_rows: Vec<MinSepRow> = family
+        .iter()
+        .zip(&laps.laps)
+        .enumerate()
+        .map(|(m, (b, &seconds))| {
+            let c = compile_max_error_blt(b, N, &p, BltHorizon::Finite).expect("BLT");
+            MinSepRow {
+                form: format!("BLT, {} buffers", m + 1),
+                objective: "max",
+                max_error: c.max_error,
+                sqrt_loss: c.compiled.sqrt_loss,
+                method: c.compiled.sensitivity_method,
+                seconds,
+            }
+        })
+        .collect();
+    let mut laps = Laps::new();
+    let family = optimize_blt_family(N, BUFFERS, &p, &mut |_| laps.lap()).expect("total BLTs");
+    let total_rows: Vec<MinSepRow> = family
+        .iter()
+        .zip(&laps.laps)
+        .enumerate()
+        .map(|(m, (b, &seconds))| {
+            let c = compile_blt(b, N, N, &p).expect("BLT");
+            MinSepRow {
+                form: format!("BLT, {} buffers", m + 1),
+                objective: "total",
+                max_error: c.horizon_error.max_step_stddev,
+                sqrt_loss: c.sqrt_loss,
+                method: c.sensitivity_method,
+                seconds,
+            }
+        })
+        .collect();
+    for (max, total) in max_rows.into_iter().zip(total_rows) {
+        rows.push(max);
+        rows.push(total);
     }
-}
-
-fn jaxcheck() {
-    use mfc_compiler::max_error::blt::{BltHorizon, compile_max_error_blt};
-    use mfc_compiler::optimize::blt::Blt;
-    use mfc_compiler::privacy::participation::Participation;
-    let p = Participation::min_separation(4, 128).unwrap();
-    let blt = Blt {
-        theta: vec![
-            0.99872561417085393,
-            0.90281444789071474,
-            0.28129374027221421,
-        ],
-        omega: vec![
-            -9.7990785920534884e-05,
-            -0.027368238564182829,
-            -0.4610495407985602,
-        ],
-    };
-    let c = compile_max_error_blt(&blt, 512, &p, BltHorizon::Finite);
-    println!(
-        "jax m=3 rounded: {:?}",
-        c.map(|c| (c.max_error, c.compiled.sensitivity_method, c.compiled.blt))
-    );
-    let e = blt.error(512, &p);
-    println!("jax m=3 f64: {}", (e.per_step_variance[511]).sqrt());
-    println!(
-        "polish from jax: {:?}",
-        mfc_compiler::max_error::blt::polish_from(&blt, 512, &p, BltHorizon::Finite)
-    );
-    let family = mfc_compiler::max_error::blt::optimize_blt_max_error_family(
-        512,
-        3,
-        &p,
-        BltHorizon::Finite,
-        &mut |_| {},
-    )
-    .unwrap();
-    println!("ours m=3: {:?}", family[2]);
-    for scale in [0.5, 2.0] {
-        let mut b = family[2].clone();
-        b.theta[0] = 1.0 - (1.0 - b.theta[0]) * scale;
+    println!("| form | optimized for | max error | √L | sensitivity | s | CPU s |");
+    println!("|---|---|---|---|---|---|---|");
+    for row in &rows {
         println!(
-            "perturbed {scale}: {:?}",
-            mfc_compiler::max_error::blt::polish_from(&b, 512, &p, BltHorizon::Finite)
+            "| {} | {} | {:.4} | {:.4} | {:?} | {:.1} | {:.1} |",
+            row.form,
+            row.objective,
+            row.max_error,
+            row.sqrt_loss,
+            row.method,
+            row.seconds.0,
+            row.seconds.1
         );
     }
 }
@@ -322,24 +383,33 @@ fn main() {
         .skip(1)
         .filter(|a| a != "--bench")
         .collect();
-    let sizes: Vec<usize> = args.iter().filter_map(|a| a.parse().ok()).collect();
-    let section = args
-        .iter()
-        .find(|a| a.parse::<usize>().is_err())
-        .map(String::as_str);
+    let section = args.first().map(String::as_str).unwrap_or("dense");
+    let rest = &args[args.len().min(1)..];
     match section {
-        Some("dense") | None => dense(if sizes.is_empty() {
-            &[256, 1024]
-        } else {
-            &sizes
-        }),
-        Some("timing") => timing(&sizes),
-        Some("depth") => depth(&sizes),
-        Some("warm") => warm(&sizes),
-        Some("blt") => blt(&sizes),
-        Some("banded") => banded(&sizes),
-        Some("minsep") => minsep(),
-        Some("jaxcheck") => jaxcheck(),
-        Some(other) => eprintln!("unknown section {other}"),
+        "dense" => {
+            let mut sizes: Vec<DenseSize> = Vec::new();
+            for arg in rest {
+                match parse_dense(arg) {
+                    Some(size) => sizes.push(size),
+                    None => {
+                        eprintln!("dense: expected n or n:h,r[,iterations], got {arg}");
+                        std::process::exit(2);
+                    }
+                }
+            }
+            if sizes.is_empty() {
+                sizes = [256, 1024, 4096]
+                    .iter()
+                    .filter_map(|n| parse_dense(&n.to_string()))
+                    .collect();
+            }
+            dense(&sizes)
+        }
+        "blt" => blt(rest.first().and_then(|a| a.parse().ok()).unwrap_or(2048)),
+        "minsep" => minsep(),
+        other => {
+            eprintln!("unknown section {other}: expected dense, blt or minsep");
+            std::process::exit(2);
+        }
     }
 }

@@ -541,3 +541,162 @@ pub fn compile_bandmf_max_error(
         toeplitz_max_error: (options.kind == BandMfKind::General).then_some(toeplitz_value),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::forms::bandmf::{BandMfOptions, compile_bandmf};
+    use crate::max_error::reference::{
+        brute_force_sensitivity2, close, max_stddev, min_separation_patterns, per_step_variance,
+        prefix, right_solve_lower, stored,
+    };
+
+    /// The schemas of the tests and every pattern of each over `n` steps.
+    fn schemas(n: usize) -> Vec<(Participation, Vec<Vec<usize>>)> {
+        vec![
+            (Participation::Single, min_separation_patterns(n, 1, 1)),
+            (
+                Participation::min_separation(3, 8).unwrap(),
+                min_separation_patterns(n, 3, 8),
+            ),
+        ]
+    }
+
+    /// The dense encoder from the stored coefficients, each read as an `f32` (the blob's layout:
+    /// Toeplitz `c_0 … c_{b̂−1}`; general row-major `(i, l) = C[i, i−l]`).
+    fn dense_encoder(compiled: &CompiledBandMf) -> Mat<f64> {
+        let (n, h) = (compiled.steps, compiled.bands);
+        let k = &compiled.coefficients;
+        Mat::from_fn(n, n, |i, j| match i.checked_sub(j) {
+            Some(l) if l < h => stored(match compiled.kind {
+                BandMfKind::Toeplitz => k[l],
+                BandMfKind::General => k[i * h + l],
+            }),
+            _ => 0.0,
+        })
+    }
+
+    /// `(sens, per-step variances)` of the prefix sum with encoder `c`, by brute force over
+    /// `patterns` (every sign vector; the absolute-Gram bound must agree, so the value holds for
+    /// contributions of any dimension) and `B = S C⁻¹` by back substitution.
+    fn dense_reference(c: &Mat<f64>, patterns: &[Vec<usize>]) -> (f64, Vec<f64>) {
+        let (signed, absolute) = brute_force_sensitivity2(c.as_ref(), patterns);
+        assert!(close(signed, absolute, 1e-12), "{signed} vs {absolute}");
+        let sens = signed.sqrt();
+        let b = right_solve_lower(prefix(c.nrows()).as_ref(), c.as_ref());
+        (sens, per_step_variance(b.as_ref(), sens))
+    }
+
+    /// What ships, from its stored `f32` band: the sensitivity by enumeration of every pattern,
+    /// the decoder `S C⁻¹`, the per-step variances and the max error equal the reported ones;
+    /// and the max error is no larger than that of the total-loss BandMF with the same bands.
+    #[test]
+    fn the_shipped_max_error_is_that_of_the_stored_band() {
+        let n = 24;
+        let bands = 3;
+        for (participation, patterns) in schemas(n) {
+            for kind in [BandMfKind::Toeplitz, BandMfKind::General] {
+                let options = BandMfMaxErrorOptions {
+                    participation,
+                    kind,
+                    bands: Bands::Fixed(bands),
+                    ..Default::default()
+                };
+                let ours = compile_bandmf_max_error(&Workload::PrefixSum, n, &options).unwrap();
+                let compiled = &ours.compiled;
+                assert_eq!((compiled.steps, compiled.bands), (n, bands));
+                let c = dense_encoder(compiled);
+                let (sens, variance) = dense_reference(&c, &patterns);
+                let case = format!("{kind:?} {participation:?}");
+                assert!(
+                    close(compiled.sensitivity, sens, 1e-12),
+                    "{case}: {} vs {sens}",
+                    compiled.sensitivity
+                );
+                assert!((sens - 1.0).abs() < 1e-5, "{case}: not normalized: {sens}");
+                for (x, y) in compiled.per_step_variance.iter().zip(&variance) {
+                    assert!(close(*x, *y, 1e-10), "{case}: {x} vs {y}");
+                }
+                let max_error = max_stddev(&variance);
+                assert!(
+                    close(ours.max_error, max_error, 1e-10),
+                    "{case}: {} vs {max_error}",
+                    ours.max_error
+                );
+                let sqrt_loss = variance.iter().sum::<f64>().sqrt();
+                assert!(close(compiled.sqrt_loss, sqrt_loss, 1e-10), "{case}");
+
+                let total = compile_bandmf(
+                    &Workload::PrefixSum,
+                    n,
+                    &BandMfOptions {
+                        participation,
+                        kind,
+                        bands: Bands::Fixed(bands),
+                        ..Default::default()
+                    },
+                    &mut |_, _| {},
+                )
+                .unwrap();
+                let (total_sens, total_variance) =
+                    dense_reference(&dense_encoder(&total), &patterns);
+                assert!(close(total.sensitivity, total_sens, 1e-12), "{case}");
+                let total_max = max_stddev(&total_variance);
+                assert!(
+                    max_error <= total_max * (1.0 + 1e-9),
+                    "{case}: max-error BandMF {max_error} above the total-loss one {total_max}"
+                );
+            }
+        }
+    }
+
+    /// [`banded_max_error`] against the dense reference, for Toeplitz and general bands with
+    /// entries of both signs; refused when the bands reach past the separation.
+    #[test]
+    fn banded_max_error_matches_the_dense_computation() {
+        let n = 24;
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 11) as f64 / (1u64 << 53) as f64 - 0.5
+        };
+        for (participation, patterns) in schemas(n) {
+            for bands in [1, 4, 8] {
+                let toeplitz = BandedEncoder::toeplitz(
+                    &(0..bands)
+                        .map(|t| if t == 0 { 1.0 } else { next() })
+                        .collect::<Vec<_>>(),
+                    n,
+                );
+                let mut general = toeplitz.clone();
+                for j in 0..n {
+                    general.columns[j * bands] = 1.0 + next().abs();
+                    for t in 1..bands.min(n - j) {
+                        general.columns[j * bands + t] = next();
+                    }
+                }
+                for encoder in [toeplitz, general] {
+                    let (sens, variance) = dense_reference(&encoder.to_dense(), &patterns);
+                    let value =
+                        banded_max_error(prefix(n).as_ref(), &encoder, &participation).unwrap();
+                    let expected = max_stddev(&variance);
+                    assert!(
+                        close(value, expected, 1e-10),
+                        "{participation:?} b̂ = {bands}: {value} vs {expected} (sens {sens})"
+                    );
+                }
+            }
+        }
+        let too_wide = BandedEncoder::toeplitz(&[1.0; 9], n);
+        assert!(
+            banded_max_error(
+                prefix(n).as_ref(),
+                &too_wide,
+                &Participation::min_separation(3, 8).unwrap()
+            )
+            .is_err()
+        );
+    }
+}

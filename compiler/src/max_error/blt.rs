@@ -387,7 +387,7 @@ mod tests {
                 Blt {
                     theta: vec![
                         0.997_957_647_753_839_4,
-                        0.980_466_551_990_883_9,
+                        0.980_466_551_990_884,
                         0.847_322_054_746_855_9,
                         0.236_153_932_131_824_56,
                     ],
@@ -528,5 +528,137 @@ mod tests {
             )
             .is_err()
         );
+    }
+}
+
+/// The max error of compiled BLTs recomputed from the stored parameters alone.
+#[cfg(test)]
+mod stored_tests {
+    use super::*;
+    use crate::max_error::reference::{
+        brute_force_sensitivity2, max_stddev, min_separation_patterns, per_step_variance, prefix,
+        solve_lower, stored,
+    };
+
+    /// `c_t` of `C = T(r)⁻¹` for `t < steps`, by running `x = T(r)y` backwards with one running
+    /// sum per buffer: `y_t = δ_t0 − Σ_j ω_j S_j`, `S_j ← θ_j S_j + y_t`.
+    fn encoder_series(theta: &[f64], omega: &[f64], steps: usize) -> Vec<f64> {
+        let mut state = vec![0.0; theta.len()];
+        (0..steps)
+            .map(|t| {
+                let y = f64::from(u8::from(t == 0))
+                    - omega.iter().zip(&state).map(|(w, s)| w * s).sum::<f64>();
+                for (s, th) in state.iter_mut().zip(theta) {
+                    *s = th * *s + y;
+                }
+                y
+            })
+            .collect()
+    }
+
+    /// From the stored `f32` decays and weights alone: `r_0 = 1`, `r_k = Σ_j ω_j θ_j^{k−1}`,
+    /// the dense decoder `B = S T(r)`, the encoder `C = T(r)⁻¹` by forward substitution and its
+    /// sensitivity by enumeration over `patterns` (finite), or `√Σ_t c_t²` summed until the
+    /// series has decayed below `f64` resolution (unbounded): the reported max error is equal
+    /// (finite) or a bound at most `10⁻⁶` above it (unbounded; the device's certified bound).
+    #[test]
+    fn the_max_error_is_recomputed_from_the_stored_parameters() {
+        let n = 48;
+        let cases = [
+            (Participation::Single, BltHorizon::Finite),
+            (Participation::Single, BltHorizon::Unbounded),
+            (
+                Participation::min_separation(2, 16).unwrap(),
+                BltHorizon::Finite,
+            ),
+        ];
+        for (participation, horizon) in cases {
+            let (k, b) = (
+                participation.max_participations(),
+                participation.separation().unwrap_or(1),
+            );
+            let patterns = min_separation_patterns(n, k, b);
+            let family =
+                optimize_blt_max_error_family(n, 2, &participation, horizon, &mut |_| {}).unwrap();
+            // The fitted BLTs are already f32; each is also compiled moved off the f32 grid
+            // (an f64 BLT given to the compiler), so what is measured must be its rounding.
+            let off_grid = family.iter().map(|blt| Blt {
+                theta: blt.theta.iter().map(|t| t * (1.0 - 2.9e-8)).collect(),
+                omega: blt.omega.iter().map(|w| w * (1.0 + 3.7e-8)).collect(),
+            });
+            let all: Vec<Blt> = family.iter().cloned().chain(off_grid).collect();
+            assert!(all.iter().any(|blt| blt != &blt.rounded_to_f32()));
+            for blt in &all {
+                let compiled = compile_max_error_blt(blt, n, &participation, horizon).unwrap();
+                let theta: Vec<f64> = compiled
+                    .compiled
+                    .blt
+                    .theta
+                    .iter()
+                    .map(|&t| stored(t))
+                    .collect();
+                let omega: Vec<f64> = compiled
+                    .compiled
+                    .blt
+                    .omega
+                    .iter()
+                    .map(|&w| stored(w))
+                    .collect();
+                let r: Vec<f64> = (0..n)
+                    .map(|k| {
+                        if k == 0 {
+                            1.0
+                        } else {
+                            omega
+                                .iter()
+                                .zip(&theta)
+                                .map(|(w, t)| w * t.powi(k as i32 - 1))
+                                .sum()
+                        }
+                    })
+                    .collect();
+                let t = Mat::from_fn(n, n, |i, j| if j <= i { r[i - j] } else { 0.0 });
+                let decoder = prefix(n) * &t;
+                let c = solve_lower(t.as_ref(), Mat::<f64>::identity(n, n).as_ref());
+                let case = format!("{participation:?} {horizon:?} m = {}", theta.len());
+                let sens = match horizon {
+                    BltHorizon::Finite => {
+                        let (signed, absolute) = brute_force_sensitivity2(c.as_ref(), &patterns);
+                        // Sign vectors give the sensitivity of scalar contributions, the
+                        // absolute Gram bounds every dimension: the recorded value lies between.
+                        assert!(
+                            compiled.compiled.sensitivity <= absolute.sqrt() * (1.0 + 1e-12),
+                            "{case}"
+                        );
+                        signed.sqrt()
+                    }
+                    BltHorizon::Unbounded => {
+                        let series = encoder_series(&theta, &omega, 1 << 22);
+                        for (q, ct) in series.iter().take(n).enumerate() {
+                            assert!((ct - c[(q, 0)]).abs() <= 1e-12 * ct.abs().max(1.0));
+                        }
+                        assert!(series[(1 << 22) - 1].abs() < 1e-30, "{case}: slow decay");
+                        series.iter().map(|x| x * x).sum::<f64>().sqrt()
+                    }
+                };
+                let variance = per_step_variance(decoder.as_ref(), sens);
+                let value = max_stddev(&variance);
+                let reported = compiled.max_error;
+                let ceiling = match horizon {
+                    BltHorizon::Finite => 1e-10,
+                    BltHorizon::Unbounded => 1e-6,
+                };
+                let within = |x: f64, y: f64| x >= y * (1.0 - 1e-10) && x <= y * (1.0 + ceiling);
+                assert!(
+                    within(reported, value),
+                    "{case}: reported {reported}, dense {value}"
+                );
+                let s = compiled.compiled.sensitivity;
+                assert!(within(s, sens), "{case}: sensitivity {s} vs {sens}");
+                for (x, y) in compiled.compiled.per_step_variance.iter().zip(&variance) {
+                    assert!(within(x.sqrt(), y.sqrt()), "{case}: {x} vs {y}");
+                }
+            }
+        }
     }
 }

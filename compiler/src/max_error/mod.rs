@@ -27,6 +27,8 @@ pub mod bandmf;
 pub mod blt;
 pub mod dense;
 pub mod fft;
+#[cfg(test)]
+mod reference;
 
 use faer::MatRef;
 use mfc_formats::SensitivityMethod;
