@@ -942,6 +942,7 @@ mod tests {
                     bands: Bands::Fixed(8),
                     refine_iterations: 50,
                     neighbouring: mfc_formats::Neighbouring::AddOrRemove,
+                    objective: Objective::Max,
                     threads: 0,
                 },
                 &mut |_| {},
@@ -977,6 +978,43 @@ mod tests {
             // The general BandMF optimum starts from the Toeplitz one and never ends above it.
             let general = find("BandMF, general banded, b̂ = 8");
             assert!(general <= find("BandMF, banded Toeplitz, b̂ = 8") * (1.0 + 1e-6));
+            // The rows optimized for the max error: none has a larger max error than the row
+            // of its family optimized for the total loss, and under single participation none
+            // (nor any other row) is below the certified max-error optimum's dual bound.
+            let max_of = |name: &str| {
+                rows.iter()
+                    .find(|r| r.mechanism == name)
+                    .unwrap_or_else(|| panic!("{name}: {rows:#?}"))
+                    .max_step_stddev
+            };
+            for m in 1..=2 {
+                let (total, max) = (
+                    max_of(&format!("BLT, {m} buffers, f32")),
+                    max_of(&format!("BLT, {m} buffers, for max error, f32")),
+                );
+                assert!(max <= total * (1.0 + 1e-9), "{participation:?}, m = {m}");
+            }
+            let bandmf = (
+                max_of("BandMF, banded Toeplitz, b̂ = 8, f32"),
+                max_of("BandMF, banded Toeplitz, b̂ = 8, for max error, f32"),
+            );
+            assert!(bandmf.1 <= bandmf.0 * (1.0 + 1e-9), "{participation:?}");
+            if participation == Participation::Single {
+                let optimum = rows
+                    .iter()
+                    .find(|r| r.mechanism.starts_with("max-error optimum"))
+                    .unwrap();
+                assert_eq!(optimum.objective, "max");
+                for row in rows.iter().filter(|r| !r.lower_bound) {
+                    assert!(
+                        row.max_step_stddev >= optimum.max_step_stddev * (1.0 - 1e-5),
+                        "{row:?}"
+                    );
+                }
+                let banded = max_of("banded (h, r) = (4, 2) for max error, f32");
+                assert!(banded <= 1.01 * optimum.max_step_stddev);
+                assert!(banded < max_of("banded + low rank (h, r) = (4, 2), f32"));
+            }
         }
     }
 
@@ -994,6 +1032,7 @@ mod tests {
             bands: Bands::Fixed(4),
             refine_iterations: 20,
             neighbouring: mfc_formats::Neighbouring::AddOrRemove,
+            objective: Objective::Max,
             threads: 0,
         };
         let table = |threads: usize| {
