@@ -102,6 +102,25 @@ const CASES: &[(&str, &[&str])] = &[
         &["--stamps 3: expected a divisor of --steps (8), or `auto`"],
     ),
     (
+        "compile --steps 8 --objective maximum --out D/x.mfc",
+        &["'maximum' for '--objective", "`total`", "`max`"],
+    ),
+    (
+        "compile --steps 8 --objective max --epochs 2 --min-sep 4 --out D/x.mfc",
+        &[
+            "--objective max: with --form banded needs single participation",
+            "--form bandmf or blt",
+        ],
+    ),
+    (
+        "compile --steps 8 --objective max --stamps 2 --out D/x.mfc",
+        &["--stamps 2: expected 1 with --objective max"],
+    ),
+    (
+        "compare --steps 8 --objective mean",
+        &["'mean' for '--objective", "`total`", "`max`"],
+    ),
+    (
         "compile --steps 8 --stamps x --out D/x.mfc",
         &["'x' for '--stamps", "a divisor of --steps, or `auto`"],
     ),

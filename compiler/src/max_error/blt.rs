@@ -316,18 +316,6 @@ pub fn optimize_blt_max_error_family(
     Ok(family)
 }
 
-/// Experiment hook: one L-BFGS run of the max-error objective from `start`.
-pub fn polish_from(
-    start: &Blt,
-    n: usize,
-    participation: &Participation,
-    horizon: BltHorizon,
-) -> (f64, Blt) {
-    let objective = |x: &[f64]| log_objective(&Blt::from_parameters(x), n, participation, horizon);
-    let (x, v) = minimize_smooth(&objective, start.parameters()).unwrap();
-    ((v.exp()).sqrt(), Blt::from_parameters(&x))
-}
-
 /// A BLT compiled for the max error: the shipped parameters with the sensitivity of exactly
 /// them ([`compile_blt`] or [`compile_blt_unbounded`]), its max error, and the growth rate past
 /// the design horizon.
