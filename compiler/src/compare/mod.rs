@@ -51,8 +51,8 @@ pub struct Row {
     pub sqrt_loss: f64,
     /// The largest per-step standard deviation `sens·max_i ‖B[i,:]‖` (units of `σζ`).
     pub max_step_stddev: f64,
-    /// What the row was optimized for: `total` (`sqrt(L)`) or `max` (the max error); the
-    /// fixed mechanisms (square root, trees, FFT) have nothing to optimize and say `total`.
+    /// What the row was optimized for: `total` (`sqrt(L)`) or `max` (the max error); `none`
+    /// for the mechanisms with nothing to optimize (the square root, the trees, FFT).
     pub objective: &'static str,
     /// How the sensitivity was computed (`NonnegativeGram` and `MaxColumnNorm` are exact).
     pub sensitivity_method: String,
@@ -125,7 +125,7 @@ fn evaluate(
         mechanism: name,
         sqrt_loss: (s2 * decoder_row_norms.iter().sum::<f64>()).sqrt(),
         max_step_stddev: (s2 * max).sqrt(),
-        objective: "total",
+        objective: "none",
         sensitivity_method: format!("{:?}", s.method),
         ram_floats,
         flops_per_step,
@@ -846,7 +846,7 @@ fn fft_rows(options: &CompareOptions) -> Result<Vec<Row>> {
                     .copied()
                     .fold(0.0, f64::max)
                     .sqrt(),
-                objective: "total",
+                objective: "none",
                 sensitivity_method: format!("{:?}", fft.sensitivity_method),
                 ram_floats: n + 3,
                 flops_per_step: ffts * size * size.trailing_zeros() as usize / n,
