@@ -4,7 +4,7 @@
 //!
 //! 1. the certified max-error optimum `X` ([`super::dense`]) and its streaming factorization
 //!    `B = A C⁻¹`, whose rows all have (nearly) the same norm on the prefix sum;
-//! 2. the ALS fit of `B` to `(h, r)` ([`compress`], unchanged: it fits entries);
+//! 2. the ALS fit of `B` to `(h, r)` ([`crate::forms::banded::compress`], unchanged: it fits entries);
 //! 3. a descent on the shipped max error itself: L-BFGS on the smooth surrogate
 //!    `s_p²(Ĉ)·R_q(B̂)`, where `s_p²` is the `p`-norm of the squared column norms of
 //!    `Ĉ = B̂⁻¹A` (`forms::banded::refine`'s surrogate of the sensitivity, shared code) and

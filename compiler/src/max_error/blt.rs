@@ -4,7 +4,7 @@
 //! [`Blt`]), `B` is lower-triangular Toeplitz with coefficients `b_k = Σ_{j≤k} r_j`, so row `i`
 //! holds `b_i, …, b_0` and `‖B[i,:]‖² = Σ_{k≤i} b_k²` **never decreases** with `i`: the max error
 //! over `n` steps is the last step's, `sens·(Σ_{k<n} b_k²)^{1/2}` (jax_privacy's
-//! `buffered_toeplitz.max_error` says the same; [`toeplitz::horizon_error`] uses it; the tests
+//! `buffered_toeplitz.max_error` says the same; [`crate::forms::blt::horizon_error`] uses it; the tests
 //! check it against the dense rows). The objectives, all in units of `σ·ζ`:
 //!
 //! - **finite horizon `n`**: `sens_n·‖B[n−1,:]‖` with `sens_n` the sensitivity of the encoder over
