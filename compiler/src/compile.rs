@@ -937,7 +937,39 @@ impl Job<'_> {
             }
         }
         let available = budget::available_memory();
-        if kind == BandMfKind::General {
+        let dense_max_error = request.objective == Objective::Max
+            && (kind == BandMfKind::General || !matches!(workload, Workload::PrefixSum));
+        if dense_max_error {
+            // The max-error optimizer of a general band (or of any workload but the prefix sum)
+            // forms the decoder A C⁻¹ densely: n × n matrices, O(n²·b̂) per evaluation.
+            let bytes = 3.0 * 8.0 * (steps as f64).powi(2);
+            if available.is_some_and(|a| bytes > a) && !request.force {
+                return Err(OptionError::new(
+                    Opt::Steps,
+                    steps,
+                    format!(
+                        "the BandMF max-error optimizer holds three n × n matrices, about {:.1} \
+                         GB; this machine has {:.1} GB available ({{force}} runs it anyway)",
+                        bytes / 1e9,
+                        available.unwrap_or(0.0) / 1e9
+                    ),
+                )
+                .into());
+            }
+            if steps >= 256 {
+                on_event(Event::Warning(format!(
+                    "n = {steps}: the BandMF max-error optimizer costs O(n²·b̂) per evaluation, \
+                     up to a few thousand evaluations: 231 s of CPU at n = 512 with 128 bands \
+                     (BENCHMARKS.md, \"Max error\"), growing as n²·b̂{}",
+                    if matches!(workload, Workload::PrefixSum) {
+                        "; --toeplitz fits a banded Toeplitz encoder for the prefix sum in seconds"
+                    } else {
+                        ""
+                    }
+                )));
+            }
+        }
+        if kind == BandMfKind::General && request.objective == Objective::Total {
             // Known before any work: the optimizer's memory (linear in n for the prefix sum and
             // momentum, n² for a custom workload) and its time per evaluation.
             let most = participation.separation().unwrap_or(steps).min(steps);
