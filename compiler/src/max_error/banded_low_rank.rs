@@ -95,9 +95,9 @@ pub fn row_norms(decoder: &BandedLowRank) -> Vec<f64> {
         })
         .collect();
     let mut gram = vec![0.0; r * r];
-    for i in h..n {
+    for (i, rho_i) in rho.iter_mut().enumerate().skip(h) {
         add_outer_product(&mut gram, &decoder.right[(i - h) * r..(i - h + 1) * r]);
-        add_quadratic_form(&mut rho[i], &gram, &decoder.left[i * r..(i + 1) * r]);
+        add_quadratic_form(rho_i, &gram, &decoder.left[i * r..(i + 1) * r]);
     }
     rho
 }

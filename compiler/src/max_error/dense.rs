@@ -313,7 +313,7 @@ pub fn optimize_max_error(
     let mut x: Vec<f64> = match &options.start {
         None => vec![0.0; 2 * n],
         Some((w, u)) => {
-            if w.len() != n || u.len() != n || w.iter().chain(u).any(|v| !(*v > 0.0)) {
+            if w.len() != n || u.len() != n || w.iter().chain(u).any(|&v| v.is_nan() || v <= 0.0) {
                 return Err(Error::InvalidArgument(format!(
                     "the starting weights must be {n} positive row and {n} positive column weights"
                 )));
