@@ -223,7 +223,7 @@ fn blt(n: usize) {
     );
     println!("|---|---|---|---|---|---|---|---|---|---|");
     let (finite, unbounded) = (&rows[0], &rows[1]);
-    for m in 0..BUFFERS {
+    for (m, total_max) in total_max.iter().enumerate() {
         let (f, u) = (&finite.1[m], &unbounded.1[m]);
         println!(
             "| {} | {:.4} | {:.4} | {:.0} | {:.0} | {:.4} | {} | {:.0} | {:.0} | {:.4} |",
@@ -237,7 +237,7 @@ fn blt(n: usize) {
                 .map_or_else(|| "—".into(), |g| format!("{g:.4}")),
             unbounded.2[m].0,
             unbounded.2[m].1,
-            total_max[m],
+            total_max,
         );
     }
     for (horizon, compiled, _) in &rows {
