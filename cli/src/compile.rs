@@ -55,7 +55,8 @@ pub struct Args {
     max_bands: Option<usize>,
     /// BandMF: a banded Toeplitz encoder (b̂ coefficients, optimized in O(n·b̂) per evaluation
     /// for the prefix sum, any horizon) instead of a general one (n × b̂ coefficients, O(n·b̂²)
-    /// per evaluation for the prefix sum and momentum, O(n²·b̂) for a custom workload).
+    /// per evaluation for the prefix sum and momentum, O(n²·b̂) for a custom workload). Under
+    /// --objective max both hold n × n matrices (the measurement of the max error is dense).
     #[arg(long)]
     toeplitz: bool,
     /// BLT: buffers per coordinate [default: 4].
@@ -80,7 +81,9 @@ pub struct Args {
     refine: Option<usize>,
     /// Banded form: stop optimizing when the relative duality gap is at most this (single
     /// participation and fixed epoch order, both certified by a dual point; the min-separation
-    /// optimizer has no dual bound and ignores it) [default: 1e-6].
+    /// optimizer has no dual bound and ignores it); with --objective max, the gap certified for
+    /// the max-error optimum (a slow certificate ships its best point with a warning) [default:
+    /// 1e-6].
     #[arg(long, allow_negative_numbers = true, value_parser = options::gap)]
     gap: Option<f64>,
     /// What the strategy is optimized for: `total`, the total squared error sqrt(L) over the

@@ -119,6 +119,13 @@ fn errors(args: &Args, participation: Participation) -> Plot {
 
 fn heatmap(args: &Args, participation: Participation) -> Plot {
     let n = args.steps;
+    if let Some(objective) = args.objective {
+        return Err(crate::options::Refusal(format!(
+            "--objective {}: applies to --kind errors only (the heatmap draws the total-loss optimum)",
+            objective.name()
+        ))
+        .into());
+    }
     if n == 0 || n > 512 {
         return Err(
             crate::options::Refusal(format!("the heatmap needs 1 ≤ n ≤ 512, got {n}")).into(),

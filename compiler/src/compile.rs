@@ -598,6 +598,8 @@ impl Job<'_> {
         let options = BandedMaxErrorOptions {
             optimize: MaxErrorOptions {
                 relative_gap: gap,
+                // A slow certificate (momentum) ships its best point, with its gap reported.
+                best_at_budget: true,
                 ..MaxErrorOptions::default()
             },
             compression: CompressOptions {
@@ -606,12 +608,41 @@ impl Job<'_> {
             },
             ..BandedMaxErrorOptions::default()
         };
+        let mut announced = false;
         let compiled = compile_banded_max_error(a.as_ref(), band, rank, &options, &mut |p| {
-            on_event(Event::Progress(format!(
-                "optimizing the max error, n = {steps}: iteration {}, relative duality gap {:.2e} (target {gap:.0e})",
-                p.iteration, p.relative_gap
-            )))
+            let line = if p.relative_gap.is_finite() {
+                format!(
+                    "optimizing the max error, n = {steps}: iteration {}, relative duality gap {:.2e} (target {gap:.0e})",
+                    p.iteration, p.relative_gap
+                )
+            } else {
+                format!(
+                    "optimizing the max error, n = {steps}: iteration {}, relative duality gap not bounded yet (target {gap:.0e})",
+                    p.iteration
+                )
+            };
+            on_event(Event::Progress(line));
+            if p.relative_gap <= gap && !announced {
+                announced = true;
+                on_event(Event::Progress(format!(
+                    "n = {steps}: fitting (h, r) = ({band}, {rank}) to the max-error optimum{}",
+                    if refine > 0 {
+                        ", then refining and rescaling the max error that ships"
+                    } else {
+                        ""
+                    }
+                )));
+            }
         })?;
+        let optimum = &compiled.optimum;
+        if optimum.relative_gap > gap {
+            on_event(Event::Warning(format!(
+                "the max-error optimum is certified to a relative gap of {:.1e} only, after {} \
+                 iterations (target {gap:.0e}, the `gap` option): the blob ships the best point found, \
+                 its distance to the optimum bounded by that gap",
+                optimum.relative_gap, optimum.iterations
+            )));
+        }
         let measured = &compiled.measured;
         let shipped = Shipped {
             participation: &self.participation,
@@ -636,7 +667,6 @@ impl Job<'_> {
             &measured.per_step_variance,
         )?;
         let factor = self.blob_options.neighbouring.sensitivity_factor();
-        let optimum = &compiled.optimum;
         let fields = serde_json::json!({
             "workload": request.workload.spec(),
             "form": "banded",
@@ -647,14 +677,15 @@ impl Job<'_> {
             "max_error_dual_bound": factor * optimum.dual_bound,
             "duality_gap": optimum.relative_gap,
             "iterations": optimum.iterations,
-            "runtime_floats_per_coordinate": band + 2 * rank,
+            "runtime_floats_per_coordinate": band + rank + 2,
         });
         let text = format!(
-            "workload            {} (n = {steps}), banded (h, r) = ({band}, {rank})\n\
+            "workload            {} (n = {steps})\n\
              participation       {}\n\
              optimum             max error {:.4}, certified: no factorization is below {:.4} (relative gap {:.1e}, {} iterations)\n\
-             shipped             max error {:.4} ({:+.2}% above the optimum), sqrt(L) = {:.4}\n\
-             {statement}",
+             shipped (h, r)      ({band}, {rank})  max error {:.4} ({:+.2}% above the optimum), sqrt(L) = {:.4}\n\
+             {statement}\
+             runtime memory      (h + r + 2)·d = {}·d floats\n",
             workload.label(),
             statement.participation,
             factor * optimum.max_error,
@@ -664,6 +695,7 @@ impl Job<'_> {
             statement.max_step_stddev,
             100.0 * (statement.max_step_stddev / (factor * optimum.max_error) - 1.0),
             statement.sqrt_loss,
+            band + rank + 2,
         );
         let report = self.report(&blob, fields, &statement, text);
         Ok((blob, report))
@@ -687,13 +719,21 @@ impl Job<'_> {
             serde_json::json!(self.blob_options.calibration.map(|c| c.noise_multiplier));
         fields["blob_bytes"] = serde_json::json!(blob.len());
         fields["seconds"] = serde_json::json!(self.started.elapsed().as_secs_f64());
-        fields["objective"] = serde_json::json!(self.request.objective.name());
+        // The FFT forms have nothing to optimize: both objectives ship the same blob.
+        let (name, describe) = match self.request.form {
+            FormSpec::Fft { .. } => (
+                "none",
+                "none: the FFT form has no free parameter (both objectives ship the same blob)",
+            ),
+            _ => (
+                self.request.objective.name(),
+                self.request.objective.describe(),
+            ),
+        };
+        fields["objective"] = serde_json::json!(name);
         // The objective's line follows the workload's.
         let text = match text.split_once('\n') {
-            Some((first, rest)) => format!(
-                "{first}\nobjective           {}\n{rest}",
-                self.request.objective.describe()
-            ),
+            Some((first, rest)) => format!("{first}\nobjective           {describe}\n{rest}"),
             None => text,
         };
         Report::Fields { fields, text }
@@ -818,9 +858,11 @@ impl Job<'_> {
                 .zip(&horizons)
                 .map(|(e, &t)| (t, factor * sigma * e.final_step_stddev))
                 .collect();
-        let mut table = String::from(
-            "per-step error      step t        stddev of release t (units of ζ)   / sqrt(t)\n",
-        );
+        let mut table = String::from(if self.blob_options.calibration.is_some() {
+            "per-step error      step t        stddev of release t (units of ζ)   / sqrt(t)\n"
+        } else {
+            "per-step error      step t        stddev of release t (units of σ·ζ) / sqrt(t)\n"
+        });
         for (t, stddev) in &growth {
             table.push_str(&format!(
                 "                    {t:<13} {stddev:<34.4} {:.4}\n",
@@ -888,20 +930,8 @@ impl Job<'_> {
             "workload            prefix sum, FFT {:?}, n = {steps} as {} block(s) of {}\n\
              participation       {}\n\
              shipped             sqrt(L) = {:.4}\n\
-             {}{statement}",
-            kind,
-            compiled.stamps,
-            compiled.block,
-            statement.participation,
-            statement.sqrt_loss,
-            match request.objective {
-                Objective::Total => "",
-                // crate::max_error::fft: nothing to optimize.
-                Objective::Max => {
-                    "max error           the same mechanism as under `total`: the FFT form has no free \
-                     parameter, and fft-optimal's decoder minimizes every row's norm for its encoder\n"
-                }
-            },
+             {statement}",
+            kind, compiled.stamps, compiled.block, statement.participation, statement.sqrt_loss,
         );
         let report = self.report(&blob, fields, &statement, text);
         Ok((blob, report))
@@ -937,11 +967,11 @@ impl Job<'_> {
             }
         }
         let available = budget::available_memory();
-        let dense_max_error = request.objective == Objective::Max
-            && (kind == BandMfKind::General || !matches!(workload, Workload::PrefixSum));
-        if dense_max_error {
-            // The max-error optimizer of a general band (or of any workload but the prefix sum)
-            // forms the decoder A C⁻¹ densely: n × n matrices, O(n²·b̂) per evaluation.
+        if request.objective == Objective::Max {
+            // The max-error BandMF optimizer forms the workload and the decoder A C⁻¹ densely,
+            // n × n matrices (the banded Toeplitz fit for the prefix sum is O(n·b̂) per
+            // evaluation, its final measurement dense), and the general one costs O(n²·b̂) per
+            // evaluation.
             let bytes = 3.0 * 8.0 * (steps as f64).powi(2);
             if available.is_some_and(|a| bytes > a) && !request.force {
                 return Err(OptionError::new(
@@ -956,7 +986,9 @@ impl Job<'_> {
                 )
                 .into());
             }
-            if steps >= 256 {
+            if steps >= 256
+                && (kind == BandMfKind::General || !matches!(workload, Workload::PrefixSum))
+            {
                 on_event(Event::Warning(format!(
                     "n = {steps}: the BandMF max-error optimizer costs O(n²·b̂) per evaluation, \
                      up to a few thousand evaluations: 231 s of CPU at n = 512 with 128 bands \

@@ -226,7 +226,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
          device (single participation, add/remove). Stddev of a released count, units of ζ:\n"
     );
     println!(
-        "| objective | blob bytes | max over t ≤ n | √L over n | t = 2n | t = 4n | t = 8n | measured/predicted, worst |"
+        "| objective | blob bytes | max over t ≤ n | √L over n | t = 2n | t = 4n | t = 8n | worst ∣measured/predicted − 1∣ |"
     );
     println!("|---|---|---|---|---|---|---|---|");
     for c in &counters {

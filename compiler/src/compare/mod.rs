@@ -700,7 +700,8 @@ fn blt_rows(options: &CompareOptions) -> Result<Vec<Row>> {
 /// The rows optimized for the max error ([`crate::max_error`]), each measured from what ships:
 /// under single participation the certified max-error optimum `γ₂` (its dual bound in the
 /// name) and its `(h, r)` compression; for the prefix sum the BLTs with `1..=max_buffers`
-/// buffers; BandMF (banded Toeplitz) with the table's `b̂`.
+/// buffers; BandMF with the table's `b̂`, banded Toeplitz and (up to
+/// [`MAX_ERROR_GENERAL_STEPS`] steps) general.
 fn max_error_rows(
     a: MatRef<'_, f64>,
     options: &CompareOptions,
@@ -724,7 +725,8 @@ fn max_error_rows(
         let mut row = shipped_row(
             format!(
                 "max-error optimum γ₂ (certified: dual bound {:.4}, f64)",
-                optimum.dual_bound
+                // The rows are scaled for replace-one by `compare`; the name here.
+                options.neighbouring.sensitivity_factor() * optimum.dual_bound
             ),
             measured.sensitivity,
             measured.method,
@@ -750,7 +752,7 @@ fn max_error_rows(
         )?;
         let c = &compiled.compressed;
         let norms = crate::max_error::banded_low_rank::row_norms(c);
-        let row = shipped_row(
+        let mut row = shipped_row(
             format!(
                 "banded (h, r) = ({}, {}) for max error, f32",
                 c.band, c.rank
@@ -761,21 +763,42 @@ fn max_error_rows(
             c.band + c.rank + 2,
             c.band + 2 * c.rank + 1,
         );
+        let measured = &compiled.measured;
+        let shipped = crate::ship::blob::Shipped {
+            participation,
+            sensitivity: measured.sensitivity,
+            method: measured.method,
+            sqrt_loss: measured.sqrt_loss,
+            optimal_sqrt_loss: None,
+            step_stddev: crate::ship::blob::step_stddev(&measured.per_step_variance),
+        };
+        let blob = crate::forms::banded::encode_decoder(
+            c,
+            shipped,
+            &options.workload,
+            &BlobOptions::default(),
+        )?;
+        row.blob_bytes = Some(blob.bytes.len());
         clock.push(&mut rows, with_objective(row));
     }
     if matches!(options.workload, Workload::PrefixSum) && n >= 2 {
         say("BLTs for max error");
+        let mut fit_seconds = Vec::new();
+        let mut fit_clock = Instant::now();
         let family = optimize_blt_max_error_family(
             n,
             options.max_buffers,
             participation,
             BltHorizon::Finite,
-            &mut |_| {},
+            &mut |_| {
+                fit_seconds.push(fit_clock.elapsed().as_secs_f64());
+                fit_clock = Instant::now();
+            },
         )?;
-        for (blt, m) in family.iter().zip(1..) {
+        for ((blt, m), seconds) in family.iter().zip(1..).zip(fit_seconds) {
             let stored = crate::forms::blt::compile_blt(blt, n, n, participation)?;
             let norms = prefix_decoder_row_norms(&stored.blt.decoder_coefficients(n));
-            let row = shipped_row(
+            let mut row = shipped_row(
                 format!("BLT, {m} buffers, for max error, f32"),
                 stored.sensitivity,
                 stored.sensitivity_method,
@@ -783,40 +806,74 @@ fn max_error_rows(
                 m + 2,
                 3 * m + 1,
             );
-            clock.push(&mut rows, with_objective(row));
+            row.blob_bytes = Some(
+                crate::forms::blt::encode(&stored, &BlobOptions::default())?
+                    .bytes
+                    .len(),
+            );
+            row.seconds = seconds;
+            rows.push(with_objective(row));
         }
+        clock = Clock::start();
     }
-    say("BandMF (banded Toeplitz) for max error");
-    let fitted = compile_bandmf_max_error(
-        &options.workload,
-        n,
-        &BandMfMaxErrorOptions {
-            participation: *participation,
-            kind: BandMfKind::Toeplitz,
-            bands: options.bands,
-            ..BandMfMaxErrorOptions::default()
-        },
-    )?;
-    let c = &fitted.compiled;
-    let norms: Vec<f64> = c
-        .per_step_variance
-        .iter()
-        .map(|v| v / (c.sensitivity * c.sensitivity))
-        .collect();
-    let row = shipped_row(
-        format!(
-            "BandMF, banded Toeplitz, b̂ = {}, for max error, f32",
-            c.bands
-        ),
-        c.sensitivity,
-        c.sensitivity_method,
-        &norms,
-        c.bands + 2,
-        2 * c.bands,
-    );
-    clock.push(&mut rows, with_objective(row));
+    // The general optimizer costs O(n²·b̂) per evaluation, up to thousands of them: its row
+    // up to MAX_ERROR_GENERAL_STEPS steps (`mfc compile --form bandmf --objective max` beyond).
+    let kinds: &[BandMfKind] = if n <= MAX_ERROR_GENERAL_STEPS {
+        &[BandMfKind::Toeplitz, BandMfKind::General]
+    } else {
+        say(&format!(
+            "the general BandMF row for max error is left out above n = {MAX_ERROR_GENERAL_STEPS} \
+             (O(n²·b̂) per evaluation)"
+        ));
+        &[BandMfKind::Toeplitz]
+    };
+    for &kind in kinds {
+        say(&format!("BandMF ({kind:?}) for max error"));
+        let fitted = compile_bandmf_max_error(
+            &options.workload,
+            n,
+            &BandMfMaxErrorOptions {
+                participation: *participation,
+                kind,
+                bands: options.bands,
+                ..BandMfMaxErrorOptions::default()
+            },
+        )?;
+        let c = &fitted.compiled;
+        let norms: Vec<f64> = c
+            .per_step_variance
+            .iter()
+            .map(|v| v / (c.sensitivity * c.sensitivity))
+            .collect();
+        let prefix = usize::from(matches!(options.workload, Workload::PrefixSum));
+        let mut row = shipped_row(
+            format!(
+                "BandMF, {}, b̂ = {}, for max error, f32",
+                match kind {
+                    BandMfKind::Toeplitz => "banded Toeplitz",
+                    BandMfKind::General => "general banded",
+                },
+                c.bands
+            ),
+            c.sensitivity,
+            c.sensitivity_method,
+            &norms,
+            c.bands + 2 * prefix,
+            c.bands,
+        );
+        row.blob_bytes = Some(
+            crate::forms::bandmf::encode(c, &options.workload, &BlobOptions::default())?
+                .bytes
+                .len(),
+        );
+        clock.push(&mut rows, with_objective(row));
+    }
     Ok(rows)
 }
+
+/// The most steps at which `compare --objective max` fits the general BandMF encoder for the
+/// max error (`O(n²·b̂)` per evaluation: 231 s of CPU at n = 512 with 128 bands, BENCHMARKS.md).
+const MAX_ERROR_GENERAL_STEPS: usize = 512;
 
 /// The two FFT rows (prefix sum).
 fn fft_rows(options: &CompareOptions) -> Result<Vec<Row>> {

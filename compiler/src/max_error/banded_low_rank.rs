@@ -433,7 +433,8 @@ pub fn compile_banded_max_error_from(
         }
     }
     let refined_loss = best_loss;
-    if options.rescale_iterations > 0 {
+    // `refine_iterations = 0` ships the fit, as the total-loss form does.
+    if options.rescale_iterations > 0 && options.compression.refine_iterations > 0 {
         if let Ok(candidate) = rescale_for_max_error(
             a,
             &best,

@@ -8,8 +8,10 @@
 //! to the rows of `S C_F† = (S(C_FᵀC_F)⁻¹)C_Fᵀ` (those lie in the column space of `C_F`, the
 //! rows of `Z` in its orthogonal complement), so `‖B'[i,:]‖² = ‖B[i,:]‖² + ‖Z[i,:]‖²` row by
 //! row. (Mechanism 1, `B_F = PY`, has every row of the same norm `‖y‖`, so its max error is
-//! its RMSE per step.) Under `--objective max` the choice left is the number of stamps `s` (and
-//! the mechanism): [`choose_fft_for_max_error`] compiles the candidates and keeps the smallest
+//! its RMSE per step.) So `mfc compile --objective max` ships the FFT blob asked for, the same
+//! under both objectives, and its report says the objective is `none`. What is left to choose
+//! is the number of stamps `s` and the mechanism, which a request fixes: for a library caller
+//! choosing them, [`choose_fft_for_max_error`] compiles the candidates and keeps the smallest
 //! max error of what ships; the max error of a compiled mechanism is [`fft_max_error`].
 
 use crate::forms::fft::{FftKind, FftMechanism, FftOptions, compile_fft};
