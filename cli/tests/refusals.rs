@@ -117,6 +117,10 @@ const CASES: &[(&str, &[&str])] = &[
         &["--stamps 2: expected 1 with --objective max"],
     ),
     (
+        "plot --kind heatmap --steps 8 --objective max --out D/x.svg",
+        &["--objective max: applies to --kind errors only"],
+    ),
+    (
         "compare --steps 8 --objective mean",
         &["'mean' for '--objective", "`total`", "`max`"],
     ),

@@ -309,8 +309,10 @@ impl Drop for Running {
 /// `stamps`; `buffers`, `horizon`; `bands`, `max_bands`, `toeplitz`) are refused for another
 /// form; `form` defaults to `banded`, or to `bandmf` with `sampling_prob` (amplified BandMF
 /// under cyclic Poisson sampling, `σ` by the accountant, the scheme recorded). `objective`:
-/// `"total"` (the default, the total squared error) or `"max"` (the largest per-step error,
-/// continual counting's objective; every form, the banded one under single participation). A refusal is a `CompileError` naming the keyword, the value and what is allowed.
+/// `"total"` (the default, the total squared error) or `"max"` (the largest per-step standard
+/// deviation, continual counting's objective; every form, the banded one under single
+/// participation; `report["objective"]` says what was optimized, `"none"` for FFT). A refusal
+/// is a `CompileError` naming the keyword, the value and what is allowed.
 /// Releases the GIL while it runs, and stops within an optimizer iteration on Ctrl-C
 /// (`KeyboardInterrupt`); the estimated memory and time of a long compile arrive as a
 /// `UserWarning` as soon as the compile gives them (before its work). `force` runs a compile

@@ -1056,6 +1056,11 @@ mod tests {
                 max_of("BandMF, banded Toeplitz, b̂ = 8, for max error, f32"),
             );
             assert!(bandmf.1 <= bandmf.0 * (1.0 + 1e-9), "{participation:?}");
+            let general = (
+                max_of("BandMF, general banded, b̂ = 8, f32"),
+                max_of("BandMF, general banded, b̂ = 8, for max error, f32"),
+            );
+            assert!(general.1 <= general.0 * (1.0 + 1e-9), "{participation:?}");
             if participation == Participation::Single {
                 let optimum = rows
                     .iter()

@@ -177,7 +177,8 @@ def compile(
     ``max_bands`` (256) and ``toeplitz`` for ``bandmf``. ``objective``: ``"total"`` (the default:
     the total squared error sqrt(L)) or ``"max"`` (the largest per-step standard deviation,
     continual counting's objective; every form, ``banded`` under single participation only;
-    ``fft`` has nothing to choose); ``report["objective"]`` says which. ``form`` defaults to ``banded``, or
+    ``fft`` has nothing to choose); ``report["objective"]`` says what was optimized (``"none"``
+    for ``fft``). ``form`` defaults to ``banded``, or
     ``bandmf`` with ``sampling_prob``: amplified BandMF under cyclic Poisson sampling (the
     records in ``bands`` groups, step i samples group i mod bands with probability
     ``sampling_prob``; ``bands=1`` is DP-SGD), sigma calibrated by the accountant and the scheme
