@@ -1411,6 +1411,68 @@ mod tests {
         }
     }
 
+    /// Under `--objective max` every form reports both metrics and what it was optimized for
+    /// (FFT: `none`); a max-error certificate that converges slowly (momentum) ships its best
+    /// point with a warning stating the gap it is certified to, a dual bound never above the
+    /// max error of what ships (README, "The max error").
+    #[test]
+    fn the_max_objective_reports_what_it_optimized() {
+        for form in [
+            FormKind::Banded,
+            FormKind::Blt,
+            FormKind::Fft,
+            FormKind::FftOptimal,
+            FormKind::BandMf,
+        ] {
+            let mut max = request(form);
+            max.objective = Objective::Max;
+            let json = compile(&max, &mut |_| {}).unwrap().json(None);
+            let expected = match form {
+                FormKind::Fft | FormKind::FftOptimal => "none",
+                _ => "max",
+            };
+            assert_eq!(json["objective"], expected, "{form:?}");
+            assert!(json["max_step_stddev"].as_f64().unwrap() > 0.0, "{form:?}");
+            assert!(json["sqrt_loss"].as_f64().unwrap() > 0.0, "{form:?}");
+            let total = compile(&request(form), &mut |_| {}).unwrap().json(None);
+            assert_eq!(
+                total["objective"],
+                if expected == "none" { "none" } else { "total" }
+            );
+        }
+        let momentum = Options {
+            workload: Some(WorkloadSpec::parse("momentum:0.9", None).unwrap()),
+            steps: Some(64),
+            band: Some(2),
+            rank: Some(2),
+            objective: Some(Objective::Max),
+            ..Options::default()
+        }
+        .request()
+        .unwrap();
+        let mut warnings = Vec::new();
+        let compiled = compile(&momentum, &mut |event| {
+            if let Event::Warning(line) = event {
+                warnings.push(line);
+            }
+        })
+        .unwrap();
+        let json = compiled.json(None);
+        let gap = json["duality_gap"].as_f64().unwrap();
+        assert!(gap > 1e-6, "{gap}");
+        assert!(
+            warnings
+                .iter()
+                .any(|w| w.contains("certified to a relative gap") && w.contains("`gap`")),
+            "{warnings:?}"
+        );
+        let (dual, shipped) = (
+            json["max_error_dual_bound"].as_f64().unwrap(),
+            json["max_step_stddev"].as_f64().unwrap(),
+        );
+        assert!(dual <= json["optimal_max_error"].as_f64().unwrap() && dual <= shipped);
+    }
+
     /// Refusals that need the horizon name the option, the value and what is allowed, before
     /// any work.
     #[test]
