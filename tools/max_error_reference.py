@@ -2,8 +2,8 @@
 """Reference figures for mfc's max-error objective (issue 32), from independent code.
 
 The max error of A = B C is sens(C) * max_i ||B[i,:]|| in units of sigma*zeta (sensitivity
-included).  Measurement only: nothing here is used by mfc; compiler/src/max_error/ and
-compiler/tests/max_error.rs compare against the figures this prints.
+included).  Measurement only: nothing here is used by mfc; the tests of compiler/src/max_error/
+and BENCHMARKS.md ("Max error") compare against the figures this prints.
 
 Install (CPU jax; measured with jax_privacy 2.0.0, jax/jaxlib 0.10.2, numpy 2.4.6, cvxpy 1.9.3,
 clarabel 0.11.1, Python 3.11):
