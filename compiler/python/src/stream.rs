@@ -630,6 +630,15 @@ impl Stream {
         self.form
     }
 
+    /// Whether `step` releases private prefix sums (the blob's workload is the prefix sum);
+    /// otherwise a BandMF stream releases the noised input `x_t + σζ·sens·(C⁻¹z)_t` the caller's
+    /// optimizer applies its workload to, and a banded or FFT stream only its noise
+    /// (`step_noise`).
+    #[getter]
+    fn releases_prefix_sums(&self) -> bool {
+        self.prefix_sum
+    }
+
     /// `ζ`, the clip norm recorded in the blob.
     #[getter]
     fn clip_norm(&self) -> f64 {

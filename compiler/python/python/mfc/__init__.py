@@ -11,6 +11,10 @@ Every ``(epsilon, delta)`` is for one *record* (its input rows, each clipped to 
 ``CyclicPoissonSampling`` (pure Python, ``mfc.sampling``) draws the batches of amplified BandMF
 and DP-SGD exactly as the accountant assumes them (Choquette-Choo et al., NeurIPS 2023,
 Algorithm 2), and refuses a blob that records another sampling scheme (``check``).
+
+``GradientPrivatizer`` (``mfc.training``) turns each training step's per-example gradients into
+the noisy gradient of DP-FTRL or BandMF, for any optimizer; ``mfc.torch``, ``mfc.jax`` and
+``mfc.flower`` (imported on their own, each needing its framework) build on it.
 """
 
 from ._mfc import (
@@ -25,11 +29,13 @@ from ._mfc import (
     compile,
 )
 from .sampling import CyclicPoissonSampling
+from .training import GradientPrivatizer
 
 __all__ = [
     "BlobError",
     "CompileError",
     "CyclicPoissonSampling",
+    "GradientPrivatizer",
     "Mechanism",
     "MfcError",
     "Stream",

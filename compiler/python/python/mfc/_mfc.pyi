@@ -135,6 +135,11 @@ class Stream:
     @property
     def form(self) -> str: ...
     @property
+    def releases_prefix_sums(self) -> bool:
+        """Whether ``step`` releases private prefix sums; otherwise a bandmf stream releases
+        the noised input ``x_t + noise`` (the caller applies the workload) and a banded or fft
+        stream only its noise (``step_noise``)."""
+    @property
     def clip_norm(self) -> float: ...
 
 def compile(
