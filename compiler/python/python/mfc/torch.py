@@ -380,13 +380,21 @@ class DPFTRLOptimizer(torch.optim.Optimizer):
         factors_t = [torch.empty(most, dtype=torch.float32) for _ in range(world)]
         dist.all_gather(factors_t, local_factors, group=group)
         factors = torch.cat([f[:c] for f, c in zip(factors_t, counts)]).numpy()
-        # Rank q receives every example's coordinates bounds[q] (all_to_all, rank order).
+        # Rank q receives every example's coordinates bounds[q], the sources in rank order
+        # (all_to_all_single with split sizes: gloo's all_to_all wants equal shapes).
         local = torch.from_numpy(np.ascontiguousarray(examples))
-        send = [local[:, s:e].contiguous() for s, e in self.bounds]
+        send = torch.cat([local[:, s:e].reshape(-1) for s, e in self.bounds])
         start, end = self.bounds[rank]
-        receive = [torch.empty((c, end - start), dtype=torch.float32) for c in counts]
-        dist.all_to_all(receive, send, group=group)
-        slices = torch.cat(receive, dim=0).numpy()
+        width = end - start
+        receive = torch.empty(sum(counts) * width, dtype=torch.float32)
+        dist.all_to_all_single(
+            receive,
+            send,
+            output_split_sizes=[c * width for c in counts],
+            input_split_sizes=[m * (e - s) for s, e in self.bounds],
+            group=group,
+        )
+        slices = receive.reshape(sum(counts), width).numpy()
         mine = self.privatizer.privatize(slices, clips=factors)
         # ĝ assembled from the ranks' slices (padded to the widest shard).
         widest = max(e - s for s, e in self.bounds)

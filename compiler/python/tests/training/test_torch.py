@@ -4,6 +4,7 @@ a prefix-sum blob and a BandMF momentum blob, with ``torch.func`` and with Opacu
 ``GradSampleModule``), and data-parallel runs under ``torch.distributed`` (gloo, 2 and 4
 processes) equal to the single process bit for bit, with their checkpoints."""
 
+import multiprocessing
 import os
 import sys
 
@@ -199,33 +200,53 @@ def test_zero_grad_clears_grad_sample_and_checkpoint_continues(blobs):
 
 
 def spawn(tmp_path, world, blob, data, plan, tag):
+    """A data-parallel run of ``world`` processes (``runs.dist_worker``); each rank's output.
+    The forkserver imports torch and mfc once for every run of the session."""
     init = tmp_path / f"init-{tag}"
     out = tmp_path / f"out-{tag}"
-    tmp.spawn(runs.dist_worker, args=(world, str(init), blob.bytes, SEED, data, BATCH,
-                                      str(out), plan), nprocs=world, join=True)
+    tmp.start_processes(runs.dist_worker, args=(world, str(init), blob.bytes, SEED, data, BATCH,
+                                                str(out), plan),
+                        nprocs=world, join=True, start_method="forkserver")
     return [torch.load(f"{out}.{r}", weights_only=False) for r in range(world)]
 
 
-@pytest.mark.parametrize("world", [2, 4])
-def test_data_parallel_equals_one_process(blobs, tmp_path, world):
-    # Global batches of 7, 3 (a rank of 4 has none) and 9 examples, 12 steps.
-    data = runs.batches(12, [7, 3, 9])
-    blob = blobs["bandmf-momentum" if world == 4 else "prefix-banded"]
-    expected = runs.reference_run(blob, SEED, data, BATCH, one_at_a_time=True)
-    finals = spawn(tmp_path, world, blob, data, ("train", 12), "run")
-    for rank, final in enumerate(finals):
-        assert torch.equal(final, expected), rank
+DATA_PARALLEL_STEPS = 12
 
 
-def test_data_parallel_checkpoint(blobs, tmp_path):
-    data = runs.batches(12, [7, 3, 9])
+@pytest.fixture(scope="module")
+def data_parallel(blobs, tmp_path_factory):
+    """Global batches of 7, 3 (a rank of 4 has none) and 9 examples; the reference; and a
+    2-process run (prefix-sum blob) that checkpoints after 5 of its 12 steps."""
+    multiprocessing.set_forkserver_preload(["torch", "torch.distributed", "mfc", "mfc.torch",
+                                            "torch_runs"])
+    tmp_path = tmp_path_factory.mktemp("data-parallel")
+    data = runs.batches(DATA_PARALLEL_STEPS, [7, 3, 9])
     blob = blobs["prefix-banded"]
     expected = runs.reference_run(blob, SEED, data, BATCH, one_at_a_time=True)
-    prefix = str(tmp_path / "ckpt")
-    spawn(tmp_path, 2, blob, data, ("save", prefix, 5), "first")
-    finals = spawn(tmp_path, 2, blob, data, ("resume", prefix, 2, 5, 12), "resumed")
-    assert all(torch.equal(final, expected) for final in finals)
-    # Another world size is refused, naming both (rank r reads the checkpoint of rank r % 2).
-    refusals = spawn(tmp_path, 4, blob, data, ("resume", prefix, 2, 5, 12), "four")
-    for message in refusals:
-        assert "world_size=2" in message and "world_size=4" in message
+    prefix = str(tmp_path / "checkpoint")
+    finals = spawn(tmp_path, 2, blob, data, {"save": (prefix, 5), "last": DATA_PARALLEL_STEPS},
+                   "two")
+    return dict(data=data, blob=blob, expected=expected, prefix=prefix, finals=finals,
+                tmp_path=tmp_path)
+
+
+def test_data_parallel_two_processes_and_restart(data_parallel):
+    run = data_parallel
+    for rank, final in enumerate(run["finals"]):
+        assert torch.equal(final["params"], run["expected"]), rank
+    # A restart from the checkpoint of step 5 (same world size) continues bit for bit.
+    resumed = spawn(run["tmp_path"], 2, run["blob"], run["data"],
+                    {"resume": (run["prefix"], 5), "last": DATA_PARALLEL_STEPS}, "resumed")
+    for rank, final in enumerate(resumed):
+        assert torch.equal(final["params"], run["expected"]), rank
+
+
+def test_data_parallel_four_processes(data_parallel):
+    """4 processes: the 2-process checkpoints are refused naming both world sizes (the
+    optimizer untouched), then 12 steps equal the single process bit for bit."""
+    run = data_parallel
+    finals = spawn(run["tmp_path"], 4, run["blob"], run["data"],
+                   {"refuse": (run["prefix"], 2), "last": DATA_PARALLEL_STEPS}, "four")
+    for rank, final in enumerate(finals):
+        assert "world_size=2" in final["refusal"] and "world_size=4" in final["refusal"], rank
+        assert torch.equal(final["params"], run["expected"]), rank

@@ -97,11 +97,12 @@ def local_slice(x, y, world, rank):
 
 
 def dist_worker(rank, world, init_file, blob, seed, data, expected_batch_size, out, plan):
-    """One rank of a data-parallel run (``torch.multiprocessing.spawn``). ``plan``: ``("train",
-    steps)`` from scratch; ``("resume", checkpoint_prefix, saved_world, first, last)`` restores
-    the checkpoint of rank ``rank % saved_world`` and its model and trains steps first..last;
-    ``("save", prefix, steps)``
-    trains and saves. Writes the final flat parameters (or the refusal's message) to
+    """One rank of a data-parallel run (``torch.multiprocessing``). ``plan`` (a dict):
+    ``refuse``: ``(prefix, saved_world)``, first load the checkpoint of rank
+    ``rank % saved_world`` and record the refusal (then train on, the optimizer untouched);
+    ``resume``: ``(prefix, first)``, restore the rank's checkpoint and model of step ``first``;
+    ``save``: ``(prefix, step)``, save them after ``step`` steps; ``last``: the steps to train
+    up to. Writes ``{"params": flat parameters, "refusal": message or None}`` to
     ``out.<rank>``."""
     import torch.distributed as dist
 
@@ -114,24 +115,28 @@ def dist_worker(rank, world, init_file, blob, seed, data, expected_batch_size, o
         opt = DPFTRLOptimizer(torch.optim.SGD(net.parameters(), lr=LR), mechanism,
                               expected_batch_size=expected_batch_size, seed=seed,
                               distributed=True)
-        first, last = 0, plan[-1]
-        if plan[0] == "resume":
-            first = plan[3]
-            saved = torch.load(f"{plan[1]}.{rank % plan[2]}", weights_only=False)
+        first, refusal = 0, None
+        if "refuse" in plan:
+            prefix, saved_world = plan["refuse"]
+            saved = torch.load(f"{prefix}.{rank % saved_world}", weights_only=False)
             try:
                 opt.load_state_dict(saved["optimizer"])
-            except ValueError as refusal:
-                torch.save(str(refusal), f"{out}.{rank}")
-                return
+                refusal = "accepted"
+            except ValueError as error:
+                refusal = str(error)
+        if "resume" in plan:
+            prefix, first = plan["resume"]
+            saved = torch.load(f"{prefix}.{rank}", weights_only=False)
+            opt.load_state_dict(saved["optimizer"], released=first)
             net.load_state_dict(saved["model"])
-        for x, y in data[first:last]:
-            xl, yl = local_slice(x, y, world, rank)
+        for t in range(first, plan["last"]):
+            x, y = local_slice(*data[t], world, rank)
             opt.zero_grad()
-            opt.step(grad_samples=per_example_grads(net, xl, yl, one_at_a_time=True))
-        if plan[0] == "save":
-            torch.save({"optimizer": opt.state_dict(), "model": net.state_dict()},
-                       f"{plan[1]}.{rank}")
-        torch.save(torch.cat([p.detach().reshape(-1) for p in net.parameters()]),
-                   f"{out}.{rank}")
+            opt.step(grad_samples=per_example_grads(net, x, y, one_at_a_time=True))
+            if "save" in plan and t + 1 == plan["save"][1]:
+                torch.save({"optimizer": opt.state_dict(), "model": net.state_dict()},
+                           f"{plan['save'][0]}.{rank}")
+        params = torch.cat([p.detach().reshape(-1) for p in net.parameters()])
+        torch.save({"params": params, "refusal": refusal}, f"{out}.{rank}")
     finally:
         dist.destroy_process_group()
