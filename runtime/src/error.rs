@@ -96,10 +96,20 @@ pub enum Error {
         row: usize,
     },
     /// A shard sees only part of each input row, so it cannot clip the row itself: use
-    /// `Stream::step_clipped` with the factor of the whole row.
+    /// `Stream::step_clipped` with the factor of the whole row (`Stream::step_examples_clipped`
+    /// with the factor of each whole example).
     ClipFactorRequired,
-    /// A clip factor given to `Stream::step_clipped` is not in `[0, 1]`.
+    /// A clip factor given to `Stream::step_clipped` or `Stream::step_examples_clipped` is not
+    /// in `[0, 1]`.
     InvalidClipFactor,
+    /// `Stream::step_examples_clipped` was given another number of clip factors than examples
+    /// (one factor per example).
+    ClipFactorsShape {
+        /// The examples given (whole rows of the stream's dimension).
+        examples: usize,
+        /// The clip factors given.
+        factors: usize,
+    },
     /// The blob's clip norm `ζ`, rounded to `f32`, is outside `[2⁻⁶⁴, 2⁶⁴]`, where clipping is
     /// proven exact (`clip::clip_factor`).
     UnsupportedClipNorm,
@@ -242,6 +252,10 @@ impl fmt::Display for Error {
                 "a shard cannot clip a row it sees only part of: give the whole row's clip factor",
             ),
             Error::InvalidClipFactor => f.write_str("the clip factor is not in [0, 1]"),
+            Error::ClipFactorsShape { examples, factors } => write!(
+                f,
+                "{factors} clip factors for {examples} examples: give one whole-row factor per example"
+            ),
             Error::UnsupportedClipNorm => {
                 f.write_str("the clip norm is outside [2^-64, 2^64], where clipping is exact")
             }

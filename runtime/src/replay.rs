@@ -51,7 +51,8 @@
 //!   them); inputs are clipped to `ζ` inside ([`Replay::step`]: the whole row;
 //!   [`Replay::step_examples`]: each example), the noise scale is `σ·ζ·sens` from the blob. A
 //!   shard cannot see the whole row and takes its clip factor from the caller
-//!   ([`Replay::step_clipped`]): there privacy rests on the caller.
+//!   ([`Replay::step_clipped`]; for training, each whole example's factor,
+//!   [`Replay::step_examples_clipped`]): there privacy rests on the caller.
 //! - **Refusals change nothing.** Every fallible call checks everything first; on error the
 //!   stream is exactly as it was (same step, same state, same later releases).
 //! - **No panic, no allocation, `no_std`.** On any input, in every form; the workspace is the
@@ -333,7 +334,8 @@ impl<'a, N: NoiseSource> Replay<'a, N> {
     /// releases have `range.len()` coordinates; a shard that is not the whole row refuses
     /// [`step`](Self::step) and [`step_examples`](Self::step_examples)
     /// ([`Error::ClipFactorRequired`]): it takes the whole row's clip factor in
-    /// [`step_clipped`](Self::step_clipped).
+    /// [`step_clipped`](Self::step_clipped), and each whole example's in
+    /// [`step_examples_clipped`](Self::step_examples_clipped).
     ///
     /// Errors: [`Error::InvalidShard`] for an empty range or one outside the row; for the FFT and
     /// BLT forms, which have no shards ([`Shape::shardable`]), [`Error::UnsupportedDecoder`]
@@ -444,6 +446,34 @@ impl<'a, N: NoiseSource> Replay<'a, N> {
     /// ([`Stream::step_examples`]). On error nothing changes.
     pub fn step_examples(&mut self, examples: &[f32], release: &mut [f32]) -> Result<(), Error> {
         dispatch!(self, s => s.step_examples(examples, release))
+    }
+
+    /// [`step_examples`](Self::step_examples) with each example's clip factor given by the
+    /// caller, for a shard (banded and BandMF blobs): `examples` holds this shard's coordinates
+    /// of each of the step's `m` examples (`m` rows of [`dim`](Self::dim)), `clips` the `m`
+    /// factors of the **whole** examples ([`clip_factor`](crate::clip_factor)`(x_e, ζ)`, `ζ`
+    /// from [`clip_norm`](Self::clip_norm)); the release then equals this shard's coordinates
+    /// of the unsharded `step_examples`, bit for bit ([`Stream::step_examples_clipped`]). The
+    /// stream checks that each factor lies in `[0, 1]` ([`Error::InvalidClipFactor`]) and that
+    /// there is one per example ([`Error::ClipFactorsShape`]) but cannot check that they are the
+    /// whole examples': privacy rests on the caller here. BLT and FFT streams, never shards,
+    /// refuse it ([`Error::UnsupportedDecoder`]). On error nothing changes.
+    pub fn step_examples_clipped(
+        &mut self,
+        examples: &[f32],
+        clips: &[f32],
+        release: &mut [f32],
+    ) -> Result<(), Error> {
+        match self {
+            #[cfg(feature = "form-banded")]
+            Self::Banded(s) => s.step_examples_clipped(examples, clips, release),
+            #[cfg(feature = "form-bandmf")]
+            Self::BandMf(s) => s.step_examples_clipped(examples, clips, release),
+            #[cfg(feature = "form-blt")]
+            Self::Blt(_) => Err(Error::UnsupportedDecoder),
+            #[cfg(feature = "form-fft")]
+            Self::Fft(_) => Err(Error::UnsupportedDecoder),
+        }
     }
 
     /// [`step`](Self::step) with the clip factor given by the caller, for a shard (banded and

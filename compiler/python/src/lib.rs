@@ -163,10 +163,26 @@ fn calibrate_amplified<'py>(
     Ok(out)
 }
 
+/// `ζ` as a stream applies it: rounded **down** to `f32` (`mfc_runtime`'s `setup::clip_norm`),
+/// not to nearest as a Python float's conversion would. A `ζ` the blob records, e.g. 0.1, then
+/// gives the factors the stream computes itself; an `f32` value is kept as it is. A `ζ` that is
+/// not positive and finite is passed on, and the runtime's factor is 0 for it.
+fn stream_clip_norm(clip_norm: f64) -> f32 {
+    let nearest = clip_norm as f32;
+    if clip_norm.is_finite() && clip_norm > 0.0 && f64::from(nearest) > clip_norm {
+        nearest.next_down()
+    } else {
+        nearest
+    }
+}
+
 /// The runtime's clip factor `min(1, ζ/‖x‖)` of a whole float32 row (any layout), exactly as a
-/// stream computes it: what a shard's `step(x, clip=...)` needs from the whole row.
+/// stream computes it: what a shard's `step(x, clip=...)` needs from the whole row. `clip_norm`
+/// is rounded down to float32 as a stream rounds the blob's `ζ`, so `stream.clip_norm` gives the
+/// stream's own factor.
 #[pyfunction]
-fn clip_factor(row: &Bound<'_, PyAny>, clip_norm: f32) -> PyResult<f32> {
+fn clip_factor(row: &Bound<'_, PyAny>, clip_norm: f64) -> PyResult<f32> {
+    let clip_norm = stream_clip_norm(clip_norm);
     let row = intake::f32_array(row, "row")?;
     if row.shape.len() != 1 {
         return Err(Error::Value(format!(
@@ -176,6 +192,40 @@ fn clip_factor(row: &Bound<'_, PyAny>, clip_norm: f32) -> PyResult<f32> {
         .into());
     }
     Ok(mfc_runtime::clip_factor(row.values()?, clip_norm))
+}
+
+/// The runtime's clip factor `min(1, ζ/‖x_e‖)` of each row `x_e` of a `(m, d)` float32 array
+/// (any layout, read in logical order), exactly as `Stream.step_examples` computes it for each
+/// whole example: the `(m,)` float32 `clips` a shard's `step_examples` needs. `clip_norm` is
+/// rounded down to float32 as in `clip_factor`.
+#[pyfunction]
+fn clip_factors<'py>(
+    py: Python<'py>,
+    examples: &Bound<'py, PyAny>,
+    clip_norm: f64,
+) -> PyResult<Bound<'py, numpy::PyArray1<f32>>> {
+    let clip_norm = stream_clip_norm(clip_norm);
+    let examples = intake::f32_array(examples, "examples")?;
+    let [m, d] = *examples.shape else {
+        return Err(Error::Value(format!(
+            "examples: expected a 2-D float32 array (m, d), got shape {:?}",
+            examples.shape
+        ))
+        .into());
+    };
+    let values = examples.values()?;
+    let factors: Vec<f32> = if d == 0 {
+        // Rows of no coordinates (`chunks_exact` takes no empty chunks).
+        vec![mfc_runtime::clip_factor(&[], clip_norm); m]
+    } else {
+        py.detach(|| {
+            values
+                .chunks_exact(d)
+                .map(|row| mfc_runtime::clip_factor(row, clip_norm))
+                .collect()
+        })
+    };
+    Ok(numpy::PyArray1::from_vec(py, factors))
 }
 
 /// For the tests of layouts only: whether `x`, a numpy array, would be read in place (C-contiguous,
@@ -201,6 +251,7 @@ fn _mfc(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mechanism::compile, m)?)?;
     m.add_function(wrap_pyfunction!(calibrate, m)?)?;
     m.add_function(wrap_pyfunction!(clip_factor, m)?)?;
+    m.add_function(wrap_pyfunction!(clip_factors, m)?)?;
     m.add_function(wrap_pyfunction!(_reads_in_place, m)?)?;
     Ok(())
 }

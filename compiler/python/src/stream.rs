@@ -449,20 +449,82 @@ impl Stream {
     /// Returns the step's release. Layouts as for `step` (any float32 layout gives the release of
     /// its C-ordered copy). A non-finite value is refused (`StreamError`) naming the example
     /// and the coordinate, the stream unchanged.
+    ///
+    /// A shard (`shard=(start, end)` not the whole row) sees only its coordinates of each
+    /// example, so it cannot clip them itself: `examples` is then `(m, end - start)`, this
+    /// shard's columns of the step's examples, and `clips` (required, keyword only) the `m`
+    /// factors of the **whole** examples, `mfc.clip_factors(whole_examples, stream.clip_norm)`:
+    /// a 1-D float32 array (any layout, read in logical order), each in `[0, 1]`. The release
+    /// then equals coordinates `start..end` of the unsharded `step_examples` with the same seed,
+    /// bit for bit. The stream checks the factors' range and count but cannot check that they
+    /// are the whole examples' (privacy rests on the caller, as for `step`'s `clip`). An
+    /// unsharded stream clips each example itself and refuses `clips`.
+    #[pyo3(signature = (examples, *, clips=None))]
     fn step_examples<'py>(
         &mut self,
         py: Python<'py>,
         examples: &Bound<'py, PyAny>,
+        clips: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<Bound<'py, PyAny>> {
         let input: Array<'_, f32> = intake::f32_array(examples, "step_examples")?;
         let d = self.inner.get().dim().max(1);
-        if !matches!(*input.shape, [_, n] if n == d) {
+        let [m, n] = *input.shape else {
+            return Err(Error::Value(format!(
+                "step_examples: expected shape (m, {d}), got {:?}",
+                input.shape
+            ))
+            .into());
+        };
+        if n != d {
             return Err(Error::Value(format!(
                 "step_examples: expected shape (m, {d}), got {:?}",
                 input.shape
             ))
             .into());
         }
+        // A partial shard cannot clip; a whole row clips itself and takes no factors.
+        let partial = self.shard.is_some_and(|(a, b)| b - a != self.row_dim);
+        let clips = match (clips, self.shard) {
+            (None, Some((a, b))) if partial => {
+                return Err(Error::Value(format!(
+                    "step_examples: shard {a}..{b} sees only its coordinates of each example and                      cannot clip it: pass clips=mfc.clip_factors(examples, stream.clip_norm), the                      {m} factors of the whole (m, {row}) examples",
+                    row = self.row_dim
+                ))
+                .into());
+            }
+            (Some(_), None) => {
+                return Err(Error::Value(
+                    "step_examples: clips is for shards only (each whole example's factor); an                      unsharded stream clips each example to ζ itself"
+                        .into(),
+                )
+                .into());
+            }
+            (clips, _) => clips
+                .map(|c| intake::f32_array(c, "clips"))
+                .transpose()?,
+        };
+        if let Some(clips) = &clips {
+            if *clips.shape != [m] {
+                return Err(Error::Value(format!(
+                    "clips: expected shape ({m},), one factor per example, got {:?}",
+                    clips.shape
+                ))
+                .into());
+            }
+            if let Some((i, c)) = clips
+                .values()?
+                .iter()
+                .enumerate()
+                .find(|(_, c)| !(0.0..=1.0).contains(*c))
+            {
+                return Err(Error::Value(format!(
+                    "clips: clips[{i}] = {c:?} is not a clip factor in [0, 1] (the whole \
+                     example's mfc.clip_factor)"
+                ))
+                .into());
+            }
+        }
+        let clips = clips.as_ref().map(Array::values).transpose()?;
         let values = input.values()?;
         let out = self.output(py, &[d])?;
         {
@@ -475,8 +537,13 @@ impl Stream {
             let inner = &mut self.inner;
             // The runtime names the example and the coordinate (`NonFiniteExample`,
             // `ExampleTooLarge`).
-            py.detach(|| inner.with(|s| s.step_examples(values, release)))
-                .map_err(|e| Error::Refused(format!("step_examples: {e}")))?;
+            py.detach(|| {
+                inner.with(|s| match clips {
+                    Some(clips) => s.step_examples_clipped(values, clips, release),
+                    None => s.step_examples(values, release),
+                })
+            })
+            .map_err(|e| Error::Refused(format!("step_examples: {e}")))?;
         }
         Ok(out.into_any())
     }

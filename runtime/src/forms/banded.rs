@@ -39,14 +39,21 @@
 //! `min(1, ζ/‖x‖)` of the whole row from its caller ([`Stream::step_clipped`], e.g. from
 //! [`clip_factor`](crate::clip::clip_factor) of the whole row; one from an all-reduce of the
 //! shards' squared norms must be shrunk for its rounding errors as [`clip`](crate::clip) does), or
-//! releases noise only ([`Stream::step_noise`]).
+//! releases noise only ([`Stream::step_noise`]). For training it refuses
+//! [`Stream::step_examples`] likewise and takes its coordinates of each example with each whole
+//! example's factor ([`Stream::step_examples_clipped`]): with the factors of
+//! [`clip_factor`](crate::clip::clip_factor) its release equals coordinates `a .. b` of the
+//! unsharded `step_examples`, bit for bit, since both add each example's coordinates scaled by
+//! the same factor in the same order. As for `step_clipped`, the stream checks that each factor
+//! lies in `[0, 1]` but cannot check that it is the whole example's: privacy (one example moves
+//! the releases by at most `ζ`) rests on the caller passing the whole-row factors.
 
 use core::ops::Range;
 
 use mfc_formats::{BandedLowRank, Decoder, F32Table, Mechanism, Validated, Workload};
 
 use super::setup::{dimension_supported, prepare, recorded_noise_multiplier};
-use super::step::{CHUNK, Input, add_examples, check_examples, check_input, check_step};
+use super::step::{CHUNK, Factors, Input, add_examples, check_examples, check_input, check_step};
 use crate::clip::clip_factor_with_largest;
 use crate::error::Error;
 use crate::noise::{MAX_COORDINATES, NoiseSource};
@@ -222,19 +229,42 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
     /// clipping and summing).
     ///
     /// Errors, with nothing changed: [`Error::ExamplesShape`] if the length is not a multiple of
-    /// `d`, [`Error::NonFiniteInput`] (the index in `examples`), the checks of `step`; a shard
-    /// refuses it ([`Error::ClipFactorRequired`]).
+    /// `d`, [`Error::NonFiniteExample`] and [`Error::ExampleTooLarge`] (the example and its
+    /// coordinate), the checks of `step`; a shard refuses it ([`Error::ClipFactorRequired`]: use
+    /// [`step_examples_clipped`](Self::step_examples_clipped)).
     pub fn step_examples(&mut self, examples: &[f32], release: &mut [f32]) -> Result<(), Error> {
-        if !self.prefix_sum {
-            return Err(Error::WorkloadNotStreamable);
-        }
-        self.check_step(release)?;
-        check_examples(self.dim, examples, self.clip_norm)?;
+        let factors = Factors::Computed(self.clip_norm);
+        self.check_examples(examples, factors, release)?;
         if !self.whole_row {
             return Err(Error::ClipFactorRequired);
         }
-        add_examples(examples, self.clip_norm, self.sum, self.compensation);
-        self.advance(release, Input::Added);
+        self.add_examples(examples, factors, release);
+        Ok(())
+    }
+
+    /// [`step_examples`](Self::step_examples) with each example's clip factor given by the
+    /// caller, for a shard: `examples` holds this shard's coordinates of each of the step's `m`
+    /// examples (`m` rows of [`dim`](Self::dim), one after the other), `clips` the `m` factors
+    /// `min(1, ζ/‖x_e‖)` of the **whole** examples ([`clip_factor`](crate::clip::clip_factor)`(x_e,
+    /// ζ)`, ζ from [`clip_norm`](Self::clip_norm)). With those factors the release equals this
+    /// shard's coordinates of the unsharded `step_examples`, bit for bit (see the
+    /// [module docs](self)); a whole-row stream takes it too, and with the factors of
+    /// `clip_factor` releases what `step_examples` does. The stream checks that each factor lies
+    /// in `[0, 1]` but cannot check that it is the whole example's: privacy rests on the caller
+    /// here, as for [`step_clipped`](Self::step_clipped).
+    ///
+    /// Errors, with nothing changed: those of `step_examples` (but not
+    /// [`Error::ClipFactorRequired`]), [`Error::ClipFactorsShape`] unless there is one factor per
+    /// example, [`Error::InvalidClipFactor`] for a factor outside `[0, 1]` (NaN included).
+    pub fn step_examples_clipped(
+        &mut self,
+        examples: &[f32],
+        clips: &[f32],
+        release: &mut [f32],
+    ) -> Result<(), Error> {
+        let factors = Factors::Given(clips);
+        self.check_examples(examples, factors, release)?;
+        self.add_examples(examples, factors, release);
         Ok(())
     }
 
@@ -306,6 +336,28 @@ impl<'m, 'w, N: NoiseSource> Stream<'m, 'w, N> {
         }
         self.check_step(release)?;
         check_input(self.dim, input, self.clip_norm)
+    }
+
+    /// The checks of a training step of `examples` with `factors` and output `release`.
+    fn check_examples(
+        &self,
+        examples: &[f32],
+        factors: Factors<'_>,
+        release: &[f32],
+    ) -> Result<(), Error> {
+        if !self.prefix_sum {
+            return Err(Error::WorkloadNotStreamable);
+        }
+        self.check_step(release)?;
+        check_examples(self.dim, examples, factors, self.clip_norm)?;
+        Ok(())
+    }
+
+    /// A training step of checked `examples`: their sum, each scaled by its factor, enters the
+    /// running sum, and the step's release is written.
+    fn add_examples(&mut self, examples: &[f32], factors: Factors<'_>, release: &mut [f32]) {
+        add_examples(examples, factors, self.sum, self.compensation);
+        self.advance(release, Input::Added);
     }
 
     pub(crate) fn check_step(&self, out: &[f32]) -> Result<(), Error> {

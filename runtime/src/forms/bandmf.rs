@@ -30,15 +30,21 @@
 //! ([`BandMfStream::shard`], which takes the whole row's clip factor in
 //! [`BandMfStream::step_clipped`]), and every refused call leaves the state untouched.
 //! [`BandMfStream::step_examples`] clips a step's examples one by one, as
-//! [`Stream::step_examples`](crate::Stream::step_examples) does.
+//! [`Stream::step_examples`](crate::Stream::step_examples) does; a shard takes its coordinates of
+//! each example with each whole example's factor ([`BandMfStream::step_examples_clipped`]) and
+//! then releases its coordinates of the unsharded `step_examples` bit for bit — privacy resting,
+//! as for `step_clipped`, on the caller passing the whole-row factors (see
+//! [`Stream`](crate::Stream)'s module docs, "Shards").
 
 use core::ops::Range;
 
 use mfc_formats::{BandMf, Decoder, F32Table, Mechanism, Validated, Workload};
 
 use super::setup::{dimension_supported, prepare, recorded_noise_multiplier};
-use super::step::{CHUNK, add_examples, check_examples, check_input, check_step};
-use crate::clip::{clip_factor, clip_factor_with_largest};
+use super::step::{
+    CHUNK, Factors, add_examples, check_examples, check_input, check_step, scaled_examples,
+};
+use crate::clip::clip_factor_with_largest;
 use crate::error::Error;
 use crate::noise::{MAX_COORDINATES, NoiseSource};
 use crate::sum;
@@ -93,8 +99,9 @@ fn bandmf<'m>(mechanism: &Mechanism<'m>) -> Result<BandMf<'m>, Error> {
 enum Input<'a> {
     /// A row and its clip factor.
     Row(&'a [f32], f32),
-    /// The step's examples (checked rows of `d`), each clipped to `ζ` by itself.
-    Examples(&'a [f32]),
+    /// The step's examples (checked rows of `d`), each scaled by its clip factor, and a bound on
+    /// the magnitude of each coordinate of their scaled sum ([`check_examples`]).
+    Examples(&'a [f32], Factors<'a>, f32),
 }
 
 /// `w = (z − Σ_{l=1}^{min(t, b̂−1)} row[l]·w_{t−l}) / row[0]` for one coordinate, `older(l)`
@@ -229,19 +236,43 @@ impl<'m, 'w, N: NoiseSource> BandMfStream<'m, 'w, N> {
     /// moves the releases by at most `ζ`) and errors it shares; a shard refuses it
     /// ([`Error::ClipFactorRequired`]).
     pub fn step_examples(&mut self, examples: &[f32], release: &mut [f32]) -> Result<(), Error> {
+        let factors = Factors::Computed(self.clip_norm);
         check_step(self.step, self.horizon, self.dim, release)?;
-        check_examples(self.dim, examples, self.clip_norm)?;
+        let bound = check_examples(self.dim, examples, factors, self.clip_norm)?;
         if !self.whole_row {
             return Err(Error::ClipFactorRequired);
         }
-        self.advance(Input::Examples(examples), release)
+        self.advance(Input::Examples(examples, factors, bound), release)
+    }
+
+    /// [`step_examples`](Self::step_examples) with each example's clip factor given by the
+    /// caller, for a shard: `examples` holds this shard's coordinates of each of the step's `m`
+    /// examples (`m` rows of [`dim`](Self::dim)), `clips` the `m` factors `min(1, ζ/‖x_e‖)` of
+    /// the **whole** examples ([`clip_factor`](crate::clip_factor)`(x_e, ζ)`, ζ from
+    /// [`clip_norm`](Self::clip_norm)). With those factors the release equals this shard's
+    /// coordinates of the unsharded `step_examples` bit for bit (a whole-row stream: its
+    /// release). The stream checks that each factor lies in `[0, 1]` but cannot check that it is
+    /// the whole example's: privacy rests on the caller here, as for
+    /// [`step_clipped`](Self::step_clipped). Errors, with nothing changed: those of
+    /// `step_examples` (but not [`Error::ClipFactorRequired`]), [`Error::ClipFactorsShape`]
+    /// unless there is one factor per example, [`Error::InvalidClipFactor`].
+    pub fn step_examples_clipped(
+        &mut self,
+        examples: &[f32],
+        clips: &[f32],
+        release: &mut [f32],
+    ) -> Result<(), Error> {
+        let factors = Factors::Given(clips);
+        check_step(self.step, self.horizon, self.dim, release)?;
+        let bound = check_examples(self.dim, examples, factors, self.clip_norm)?;
+        self.advance(Input::Examples(examples, factors, bound), release)
     }
 
     /// [`step`](Self::step) with the clip factor given by the caller: `clip` must be
-    /// `min(1, ζ/‖x‖)` for the **whole** input row `x` ([`clip_factor`]`(x, ζ)`, ζ from
-    /// [`clip_norm`](Self::clip_norm)), of which `input` is this shard's part. The stream checks
-    /// that `clip` lies in `[0, 1]` but cannot check that it is the whole row's: privacy rests on
-    /// the caller here.
+    /// `min(1, ζ/‖x‖)` for the **whole** input row `x`
+    /// ([`clip_factor`](crate::clip_factor)`(x, ζ)`, ζ from [`clip_norm`](Self::clip_norm)), of
+    /// which `input` is this shard's part. The stream checks that `clip` lies in `[0, 1]` but
+    /// cannot check that it is the whole row's: privacy rests on the caller here.
     pub fn step_clipped(
         &mut self,
         input: &[f32],
@@ -309,7 +340,7 @@ impl<'m, 'w, N: NoiseSource> BandMfStream<'m, 'w, N> {
                 let at = start + k;
                 let input = match input {
                     Input::Row(x, clip) => (clip * x.get(at).copied().unwrap_or(0.0)).abs(),
-                    Input::Examples(e) => self.clip_norm * (e.len() / d) as f32,
+                    Input::Examples(_, _, bound) => bound,
                 };
                 let carried = if self.prefix_sum {
                     let s = self.sum.get(at).copied().unwrap_or(0.0);
@@ -344,8 +375,8 @@ impl<'m, 'w, N: NoiseSource> BandMfStream<'m, 'w, N> {
                     *out = sum::value(*s, *c);
                 }
             }
-            (Input::Examples(examples), true) => {
-                add_examples(examples, self.clip_norm, self.sum, self.compensation);
+            (Input::Examples(examples, factors, _), true) => {
+                add_examples(examples, factors, self.sum, self.compensation);
                 for (k, (out, (s, c))) in release
                     .iter_mut()
                     .zip(self.sum.iter_mut().zip(self.compensation.iter_mut()))
@@ -361,10 +392,9 @@ impl<'m, 'w, N: NoiseSource> BandMfStream<'m, 'w, N> {
                     *out = clip * x.get(k).copied().unwrap_or(0.0) + noise;
                 }
             }
-            (Input::Examples(examples), false) => {
+            (Input::Examples(examples, factors, _), false) => {
                 release.fill(0.0);
-                for row in examples.chunks_exact(d) {
-                    let factor = clip_factor(row, self.clip_norm);
+                for (factor, row) in scaled_examples(examples, d, factors) {
                     for (out, &x) in release.iter_mut().zip(row) {
                         *out += factor * x;
                     }

@@ -29,7 +29,7 @@
 use mfc_formats::{Blt, Decoder, Mechanism, Validated, Workload};
 
 use super::setup::{dimension_supported, horizon, prepare, recorded_noise_multiplier};
-use super::step::{add_examples, check_examples, check_input, check_step};
+use super::step::{Factors, add_examples, check_examples, check_input, check_step};
 use crate::clip::clip_factor_with_largest;
 use crate::error::Error;
 use crate::noise::NoiseSource;
@@ -165,8 +165,18 @@ impl<'m, 'w, N: NoiseSource> BltStream<'m, 'w, N> {
     /// (one example moves the releases by at most `ζ`) and errors it shares.
     pub fn step_examples(&mut self, examples: &[f32], release: &mut [f32]) -> Result<(), Error> {
         check_step(self.step, self.horizon, self.dim, release)?;
-        check_examples(self.dim, examples, self.clip_norm)?;
-        add_examples(examples, self.clip_norm, self.sum, self.compensation);
+        check_examples(
+            self.dim,
+            examples,
+            Factors::Computed(self.clip_norm),
+            self.clip_norm,
+        )?;
+        add_examples(
+            examples,
+            Factors::Computed(self.clip_norm),
+            self.sum,
+            self.compensation,
+        );
         self.advance(release, None);
         Ok(())
     }

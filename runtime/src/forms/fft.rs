@@ -42,7 +42,7 @@ use mfc_formats::{Decoder, F32Table, Fft, FftKind, Mechanism, Validated, Workloa
 use num_complex::Complex32;
 
 use super::setup::{prepare, recorded_noise_multiplier};
-use super::step::{Input, add_examples, check_examples, check_input, check_step};
+use super::step::{Factors, Input, add_examples, check_examples, check_input, check_step};
 use crate::clip::clip_factor_with_largest;
 use crate::error::Error;
 use crate::noise::{MAX_COORDINATES, NoiseSource};
@@ -235,9 +235,19 @@ impl<'m, 'w, N: NoiseSource> FftStream<'m, 'w, N> {
             return Err(Error::WorkloadNotStreamable);
         }
         self.check_step(release)?;
-        check_examples(self.dim, examples, self.clip_norm)?;
+        check_examples(
+            self.dim,
+            examples,
+            Factors::Computed(self.clip_norm),
+            self.clip_norm,
+        )?;
         // Nothing fails after the checks: the block's FFTs only fail for a size `layout` refused.
-        add_examples(examples, self.clip_norm, self.sum, self.compensation);
+        add_examples(
+            examples,
+            Factors::Computed(self.clip_norm),
+            self.sum,
+            self.compensation,
+        );
         self.advance(release, Input::Added)
     }
 

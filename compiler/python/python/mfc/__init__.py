@@ -26,6 +26,7 @@ from ._mfc import (
     StreamError,
     calibrate,
     clip_factor,
+    clip_factors,
     compile,
 )
 from .sampling import CyclicPoissonSampling
@@ -42,5 +43,6 @@ __all__ = [
     "StreamError",
     "calibrate",
     "clip_factor",
+    "clip_factors",
     "compile",
 ]

@@ -104,9 +104,22 @@ class Stream:
         not write to it from another thread meanwhile); column-major, transposed, strided,
         byte-swapped or misaligned ``x`` is copied once in logical order first. Another dtype:
         ``TypeError``."""
-    def step_examples(self, examples: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    def step_examples(
+        self,
+        examples: npt.NDArray[np.float32],
+        *,
+        clips: Optional[npt.NDArray[np.float32]] = None,
+    ) -> npt.NDArray[np.float32]:
         """One training step from ``(m, d)`` float32 examples (any layout, as ``step``), each
-        clipped by itself; a non-finite value is refused naming the example and coordinate."""
+        clipped by itself; a non-finite value is refused naming the example and coordinate.
+
+        A shard (``shard=(start, end)``, not the whole row) takes ``(m, end - start)``, its
+        columns of the examples, and requires ``clips``: the m whole examples' factors,
+        ``clip_factors(whole_examples, stream.clip_norm)``, a 1-D float32 array (any layout;
+        another dtype: ``TypeError``), each in [0, 1]. Its release then equals coordinates
+        start..end of the unsharded ``step_examples``, bit for bit. The stream cannot check
+        that the factors are the whole examples' (privacy rests on the caller). An unsharded
+        stream refuses ``clips``."""
     def step_noise(self) -> npt.NDArray[np.float32]:
         """One step's noise only (banded and fft blobs), for workloads the caller applies. blt
         and bandmf streams refuse it: their ``step`` of an all-zero row releases the noise."""
@@ -219,4 +232,12 @@ def calibrate(
 
 def clip_factor(row: npt.NDArray[np.float32], clip_norm: float) -> float:
     """The runtime's clip factor min(1, clip_norm/||row||) of a whole 1-D float32 row (any
-    layout)."""
+    layout); ``clip_norm`` rounded down to float32 as a stream rounds the blob's."""
+
+def clip_factors(
+    examples: npt.NDArray[np.float32], clip_norm: float
+) -> npt.NDArray[np.float32]:
+    """The runtime's clip factor of each row of ``(m, d)`` float32 ``examples`` (any layout):
+    the ``(m,)`` float32 ``clips`` a shard's ``Stream.step_examples`` needs, exactly as an
+    unsharded stream computes them; ``clip_norm`` rounded down to float32 as in
+    ``clip_factor``."""
