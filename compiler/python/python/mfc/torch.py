@@ -375,7 +375,7 @@ class DPFTRLOptimizer(torch.optim.Optimizer):
         local_factors = torch.zeros(most, dtype=torch.float32)
         if m:
             local_factors[:m] = torch.from_numpy(
-                np.ascontiguousarray(clip_factors(examples, self.max_grad_norm))
+                np.ascontiguousarray(clip_factors(examples, self.stream.clip_norm))
             )
         factors_t = [torch.empty(most, dtype=torch.float32) for _ in range(world)]
         dist.all_gather(factors_t, local_factors, group=group)
