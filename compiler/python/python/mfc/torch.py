@@ -257,6 +257,7 @@ class DPFTRLOptimizer(torch.optim.Optimizer):
 
     @property
     def param_groups(self) -> list[dict[str, Any]]:  # type: ignore[override]
+        """The wrapped optimizer's ``param_groups`` (a scheduler's changes reach it)."""
         return self.original_optimizer.param_groups
 
     @param_groups.setter
@@ -265,6 +266,7 @@ class DPFTRLOptimizer(torch.optim.Optimizer):
 
     @property
     def state(self) -> Any:  # type: ignore[override]
+        """The wrapped optimizer's ``state``."""
         return self.original_optimizer.state
 
     @state.setter
@@ -273,6 +275,7 @@ class DPFTRLOptimizer(torch.optim.Optimizer):
 
     @property
     def defaults(self) -> dict[str, Any]:  # type: ignore[override]
+        """The wrapped optimizer's ``defaults``."""
         return self.original_optimizer.defaults
 
     @defaults.setter

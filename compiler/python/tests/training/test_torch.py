@@ -250,3 +250,23 @@ def test_data_parallel_four_processes(data_parallel):
     for rank, final in enumerate(finals):
         assert "world_size=2" in final["refusal"] and "world_size=4" in final["refusal"], rank
         assert torch.equal(final["params"], run["expected"]), rank
+
+
+def test_public_names_documented_and_schedulers_drive_the_wrapped_optimizer(blobs):
+    import inspect
+
+    for name in mt.__all__:
+        obj = getattr(mt, name)
+        assert inspect.getdoc(obj), name
+        if inspect.isclass(obj):
+            for member in (m for m in vars(obj) if not m.startswith("_")):
+                assert inspect.getdoc(getattr(obj, member)), f"{name}.{member}"
+    net = runs.model()
+    opt = mt.DPFTRLOptimizer(torch.optim.SGD(net.parameters(), lr=1.0), blobs["prefix-banded"],
+                             expected_batch_size=2, seed=SEED)
+    scheduler = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    for _ in range(3):
+        opt.zero_grad()
+        opt.step(grad_samples=[torch.ones((2, *p.shape)) for p in net.parameters()])
+        scheduler.step()
+    assert opt.original_optimizer.param_groups[0]["lr"] == 0.125

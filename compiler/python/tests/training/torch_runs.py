@@ -54,7 +54,7 @@ def per_example_grads(net, x, y, *, one_at_a_time=False):
 
 
 def reference_run(mechanism, seed, data, expected_batch_size, *, momentum=0.0, steps=None,
-                  one_at_a_time=False, state=None):
+                  one_at_a_time=False):
     """The loop written by hand: per-example gradients flattened example by example, the
     unsharded ``Stream.step_examples`` (the runtime clips each example), ĝ the difference of
     consecutive releases (prefix-sum blob) or the release (BandMF momentum blob), divided by the
