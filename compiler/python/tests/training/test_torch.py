@@ -25,6 +25,9 @@ import torch_runs as runs  # noqa: E402
 SEED = "0f" * 32
 BATCH = 6
 
+# Opacus' hooks on a first layer whose input needs no gradient (harmless).
+pytestmark = pytest.mark.filterwarnings("ignore:Full backward hook:UserWarning")
+
 
 @pytest.fixture(scope="module")
 def blobs():
