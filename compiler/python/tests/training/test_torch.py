@@ -218,12 +218,12 @@ DATA_PARALLEL_STEPS = 12
 
 @pytest.fixture(scope="module")
 def data_parallel(blobs, tmp_path_factory):
-    """Global batches of 7, 3 (a rank of 4 has none) and 9 examples; the reference; and a
+    """Global batches of 7, 3 (a rank of 4 has none), 0 and 9 examples; the reference; and a
     2-process run (prefix-sum blob) that checkpoints after 5 of its 12 steps."""
     multiprocessing.set_forkserver_preload(["torch", "torch.distributed", "mfc", "mfc.torch",
                                             "torch_runs"])
     tmp_path = tmp_path_factory.mktemp("data-parallel")
-    data = runs.batches(DATA_PARALLEL_STEPS, [7, 3, 9])
+    data = runs.batches(DATA_PARALLEL_STEPS, [7, 3, 0, 9])
     blob = blobs["prefix-banded"]
     expected = runs.reference_run(blob, SEED, data, BATCH, one_at_a_time=True)
     prefix = str(tmp_path / "checkpoint")
