@@ -4,7 +4,9 @@ round by round against a hand-written loop on the numpy stream (bit for bit); an
 simulation (``flwr.simulation.start_simulation``, Ray) of 20 rounds whose recorded participation
 keeps the schema and whose global model equals the hand-written loop."""
 
+import os
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -123,6 +125,38 @@ def test_sampler_keeps_random_schemas():
             completed += 1
         assert schema_violations(sampler.history, schema, num_clients, per_round) == []
     assert refused > 20 and completed > 20, (refused, completed)
+
+
+def test_eligibility_rule_on_arbitrary_histories():
+    """The rule itself, on histories the sampler would not draw (its priority hides some rules:
+    a fixed-epoch-order client skipped when due): the sampler's state loaded by hand, each
+    client's eligibility against brute force."""
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        schema = random_schema(rng)
+        num_clients = int(rng.integers(1, 10))
+        per_round = 1
+        sampler = ParticipationSampler(
+            schema, max(num_clients, schema.get("separation", 1)), per_round)
+        num_clients = sampler.num_clients
+        rounds = int(rng.integers(0, 15))
+        most = min(3, num_clients + 1)
+        history = [tuple(int(c) for c in rng.choice(num_clients, int(rng.integers(0, most)),
+                                                    replace=False)) for _ in range(rounds)]
+        for r, clients in enumerate(history):
+            sampler._count[list(clients)] += 1
+            sampler._last[list(clients)] = r
+        mask = sampler.eligible(rounds)
+        for c in range(num_clients):
+            mine = [r for r, clients in enumerate(history) if c in clients]
+            # The new round against every earlier one (min-separation) or the last (fixed order).
+            gaps = rounds - np.array(mine, dtype=np.int64)
+            ok = len(mine) < schema["max_participations"] and not (
+                schema["kind"] == "min-separation" and (gaps < schema["separation"]).any()
+            ) and not (
+                schema["kind"] == "fixed-epoch-order" and (gaps[-1:] != schema["separation"]).any()
+            )
+            assert mask[c] == ok, (schema, history, c)
 
 
 def test_sampler_refusals():
@@ -338,12 +372,21 @@ def test_flower_simulation(capsys):
         config=ServerConfig(num_rounds=rounds),
         strategy=strategy,
         client_resources={"num_cpus": 1, "num_gpus": 0.0},
-        ray_init_args={"num_cpus": 2, "include_dashboard": False, "log_to_driver": False},
+        ray_init_args={
+            "num_cpus": 2,
+            "include_dashboard": False,
+            "log_to_driver": False,
+            # Ray's workers unpickle this module's Client: they need its folder on their path.
+            "runtime_env": {"env_vars": {"PYTHONPATH": os.pathsep.join(
+                [str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]
+            )}},
+        },
     )
     seconds = time.perf_counter() - start
-    print(f"Flower simulation (Ray): {rounds} rounds, {num_clients} clients in {seconds:.1f} s")
     assert len(strategy.participation) == rounds
     assert capsys.readouterr().out.count("mfc privacy statement:") == 1
+    with capsys.disabled():
+        print(f"\nFlower simulation (Ray): {rounds} rounds, {num_clients} clients, {seconds:.1f} s")
     schema = mechanism.report["participation_schema"]
     assert schema == {"kind": "min-separation", "max_participations": 3, "separation": 6}
     by_pid = [[partitions[cid] for cid in cids] for cids in strategy.participation]
