@@ -14,7 +14,6 @@ from conftest import require
 
 require("flwr", "ray")
 
-from flwr.client import NumPyClient  # noqa: E402
 from flwr.common import (  # noqa: E402
     Code,
     FitRes,
@@ -33,10 +32,10 @@ from mfc.flower import (  # noqa: E402
     ParticipationSampler,
 )
 
+from flower_clients import FEATURES, Client, client_fn, client_update  # noqa: E402
+
 SEED = "3c" * 32
-FEATURES = 4
 DIM = FEATURES + 1  # w (4,) and b (1,)
-CLIENT_LR = np.float32(0.5)
 
 
 # --- the schema, checked independently -------------------------------------------------------
@@ -182,31 +181,6 @@ def test_sampler_refusals():
 
 
 # --- the strategy against a hand-written loop -------------------------------------------------
-
-
-def client_data(pid):
-    rng = np.random.default_rng(1000 + pid)
-    x = rng.standard_normal((8, FEATURES)).astype(np.float32)
-    y = (x @ np.arange(1, FEATURES + 1, dtype=np.float32) + np.float32(pid % 3)).astype(np.float32)
-    return x, y
-
-
-def client_update(pid, w, b):
-    """One local full-batch gradient step of the squared loss (float32 numpy)."""
-    x, y = client_data(pid)
-    r = x @ w + b - y
-    gw = (x * r[:, None]).sum(axis=0) / np.float32(len(y))
-    gb = r.sum(keepdims=True) / np.float32(len(y))
-    return w - CLIENT_LR * gw, b - CLIENT_LR * gb
-
-
-class Client(NumPyClient):
-    def __init__(self, pid):
-        self.pid = pid
-
-    def fit(self, parameters, config):
-        w, b = client_update(self.pid, *parameters)
-        return [w, b], 8, {"partition": self.pid}
 
 
 def reference(mechanism, rounds_pids, clients_per_round, lr, momentum):
@@ -367,7 +341,7 @@ def test_flower_simulation(capsys):
     )
     start = time.perf_counter()
     history = start_simulation(
-        client_fn=lambda context: Client(int(context.node_config["partition-id"])).to_client(),
+        client_fn=client_fn,
         num_clients=num_clients,
         config=ServerConfig(num_rounds=rounds),
         strategy=strategy,
@@ -376,7 +350,7 @@ def test_flower_simulation(capsys):
             "num_cpus": 2,
             "include_dashboard": False,
             "log_to_driver": False,
-            # Ray's workers unpickle this module's Client: they need its folder on their path.
+            # Ray's workers unpickle flower_clients.Client: they need its folder on their path.
             "runtime_env": {"env_vars": {"PYTHONPATH": os.pathsep.join(
                 [str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]
             )}},
