@@ -54,6 +54,7 @@ pub(crate) fn header_report(m: &Validated<'_>, blob_len: usize) -> Result<serde_
         "workload": workload,
         "steps": h.steps,
         "participation": schema,
+        "participation_schema": schema_fields(&h.participation),
         "sampling": sampling.as_ref().map(SamplingReport::new),
         "neighbouring": neighbouring_name(h.neighbouring),
         "privacy_unit": privacy_unit(&schema, h.neighbouring, h.clip_norm),
@@ -69,6 +70,42 @@ pub(crate) fn header_report(m: &Validated<'_>, blob_len: usize) -> Result<serde_
         "max_step_stddev": h.error.max_step_stddev,
         "final_step_stddev": h.error.final_step_stddev,
     }))
+}
+
+/// The stored participation schema as exact fields, for a program that enforces it (the Flower
+/// sampler): `kind` (`single`, `fixed-epoch-order`, `min-separation`, `cyclic-poisson`) with
+/// `max_participations` (k) and `separation` (b: exactly b apart for fixed epoch order, at
+/// least b apart for min-separation), or `cycle_length` and `sampling_prob`.
+fn schema_fields(stored: &mfc_formats::Participation) -> serde_json::Value {
+    use mfc_formats::Participation as P;
+    match *stored {
+        P::Single => serde_json::json!({ "kind": "single", "max_participations": 1 }),
+        P::FixedEpochOrder {
+            max_participations,
+            separation,
+        } => serde_json::json!({
+            "kind": "fixed-epoch-order",
+            "max_participations": max_participations,
+            "separation": separation,
+        }),
+        P::MinSeparation {
+            max_participations,
+            min_separation,
+        } => serde_json::json!({
+            "kind": "min-separation",
+            "max_participations": max_participations,
+            "separation": min_separation,
+        }),
+        P::CyclicPoisson {
+            cycle_length,
+            sampling_prob,
+        } => serde_json::json!({
+            "kind": "cyclic-poisson",
+            "cycle_length": cycle_length,
+            "sampling_prob": sampling_prob,
+        }),
+        _ => serde_json::json!({ "kind": "unknown" }),
+    }
 }
 
 impl Mechanism {
@@ -180,7 +217,9 @@ impl Mechanism {
 
     /// The report: `mfc compile --json`'s for a compiled mechanism, else the blob's header as
     /// `mfc inspect --json` gives it. Either states the unit of privacy (`privacy_unit`), the
-    /// participation schema and the neighbouring relation next to `(epsilon, delta)`.
+    /// participation schema and the neighbouring relation next to `(epsilon, delta)`;
+    /// `participation_schema` gives the schema as exact fields (`kind`, `max_participations`,
+    /// `separation`, or `cycle_length` and `sampling_prob`).
     #[getter]
     fn report<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         to_python(py, &self.report)

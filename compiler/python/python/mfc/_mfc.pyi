@@ -40,7 +40,11 @@ class Mechanism:
     @property
     def report(self) -> dict[str, Any]:
         """``mfc compile --json``'s report (compiled here) or the blob's header (loaded); both
-        state ``privacy_unit``, ``participation`` and ``neighbouring`` next to (epsilon, delta)."""
+        state ``privacy_unit``, ``participation`` and ``neighbouring`` next to (epsilon, delta),
+        and ``participation_schema``, the stored schema as exact fields: ``kind`` (``single``,
+        ``fixed-epoch-order``, ``min-separation`` or ``cyclic-poisson``) with
+        ``max_participations`` (k) and ``separation`` (b: exactly b apart for fixed epoch order,
+        at least b apart for min-separation), or ``cycle_length`` and ``sampling_prob``."""
     def verify(self) -> dict[str, Any]:
         """The device's check of the recorded sensitivity (as ``mfc inspect``): ``verdict`` is
         ``verified`` (with ``recorded``, ``bound``, ``operations``), ``unverifiable`` (with

@@ -1,5 +1,5 @@
 """The framework tests (issue 30): each file needs its framework (``test_torch.py``: torch and
-opacus), imported with ``pytest.importorskip`` at its top. A missing framework skips the file,
+opacus), imported with ``pytest.importorskip`` at its top; ``test_jax.py``: jax and optax; ``test_flower.py``: flwr and ray. A missing framework skips the file,
 except under ``CI=true`` (the CI installs every framework), where the skip becomes a failure."""
 
 import os
