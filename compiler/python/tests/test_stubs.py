@@ -1,13 +1,14 @@
 """The type stubs (`mfc/_mfc.pyi`) list exactly the extension module's public names, classes'
 members included; `mfc` exports those and the pure-Python ones (`mfc.sampling`, typed inline);
-and every public name has a docstring."""
+and every public name has a docstring (`mfc.training` too; the framework modules are checked by
+`test_docs.py`)."""
 
 import ast
 import inspect
 from pathlib import Path
 
 import mfc
-from mfc import _mfc, sampling
+from mfc import _mfc, sampling, training
 
 
 def stub_names():
@@ -43,11 +44,12 @@ def test_stubs_match_the_module():
             assert members == set(), name
             continue
         assert members == public(obj), (name, members ^ public(obj))
-    assert set(mfc.__all__) == module | set(sampling.__all__)
+    assert set(mfc.__all__) == module | set(sampling.__all__) | set(training.__all__)
 
 
 def test_every_public_name_has_a_docstring():
-    names = [(_mfc, name) for name in public(_mfc)] + [(sampling, n) for n in sampling.__all__]
+    names = [(_mfc, name) for name in public(_mfc)]
+    names += [(m, n) for m in (sampling, training) for n in m.__all__]
     for module, name in names:
         obj = getattr(module, name)
         assert inspect.getdoc(obj), name
