@@ -225,7 +225,8 @@ fn a_whole_row_stream_given_the_factors_releases_step_examples() {
             })
             .collect();
         assert_eq!(given, whole);
-        let unclipped = sharded(m, DIM, &[0..DIM], |batch| vec![1.0; batch.len() / DIM]);
+        let whole_row = std::slice::from_ref(&(0..DIM));
+        let unclipped = sharded(m, DIM, whole_row, |batch| vec![1.0; batch.len() / DIM]);
         assert_ne!(unclipped, whole);
     });
 }

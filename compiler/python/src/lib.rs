@@ -170,7 +170,8 @@ fn calibrate_amplified<'py>(
 fn stream_clip_norm(clip_norm: f64) -> f32 {
     let nearest = clip_norm as f32;
     if clip_norm.is_finite() && clip_norm > 0.0 && f64::from(nearest) > clip_norm {
-        nearest.next_down()
+        // The next float32 toward zero (`nearest` is positive; from +inf, f32::MAX).
+        f32::from_bits(nearest.to_bits() - 1)
     } else {
         nearest
     }
