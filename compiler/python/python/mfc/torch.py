@@ -409,8 +409,16 @@ class DPFTRLOptimizer(torch.optim.Optimizer):
 
     def pre_step(self, grad_samples: Optional[Sequence[torch.Tensor]] = None) -> None:
         """Writes ``p.grad = ĝ / expected_batch_size`` (float32; ``ĝ`` itself with
-        ``loss_reduction="sum"``) for every parameter, in their order."""
+        ``loss_reduction="sum"``) for every parameter, in their order. ``p.grad_sample`` (when
+        ``grad_samples`` is not given) is cleared once privatized, so that no later step
+        privatizes the same examples again."""
         noisy = self.privatize(grad_samples)
+        if grad_samples is None:
+            # Consumed: a later step must not privatize these examples again (a backward
+            # without zero_grad would append to a stale grad_sample, and its examples would
+            # join two steps, beyond the blob's participation schema).
+            for p in self.params:
+                p.grad_sample = None
         if self.loss_reduction == "mean":
             noisy = np.divide(noisy, np.float32(self.expected_batch_size), dtype=np.float32)
         flat = torch.from_numpy(np.ascontiguousarray(noisy))
