@@ -281,12 +281,18 @@ def test_data_parallel_two_processes_and_restart(data_parallel):
 
 def test_data_parallel_four_processes(data_parallel):
     """4 processes: the 2-process checkpoints are refused naming both world sizes (the
-    optimizer untouched), then 12 steps equal the single process bit for bit."""
+    optimizer untouched); a step whose non-finite value only the last rank's shard holds is
+    refused by every rank alike, no stream stepped; then 12 steps equal the single process
+    bit for bit."""
     run = data_parallel
     finals = spawn(run["tmp_path"], 4, run["blob"], run["data"],
-                   {"refuse": (run["prefix"], 2), "last": DATA_PARALLEL_STEPS}, "four")
+                   {"refuse": (run["prefix"], 2), "poison": 4, "last": DATA_PARALLEL_STEPS},
+                   "four")
     for rank, final in enumerate(finals):
         assert "world_size=2" in final["refusal"] and "world_size=4" in final["refusal"], rank
+        message, steps = final["poisoned"]
+        assert message.startswith("ValueError: grad_samples: example 0 of rank 0"), (rank, message)
+        assert steps == 4, rank
         assert torch.equal(final["params"], run["expected"]), rank
 
 
