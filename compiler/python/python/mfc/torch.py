@@ -383,6 +383,20 @@ class DPFTRLOptimizer(torch.optim.Optimizer):
         factors_t = [torch.empty(most, dtype=torch.float32) for _ in range(world)]
         dist.all_gather(factors_t, local_factors, group=group)
         factors = torch.cat([f[:c] for f, c in zip(factors_t, counts)]).numpy()
+        # A factor of 0 is the runtime's for a row it refuses (a value not finite or beyond
+        # the range clipping handles); any other row's is positive. Every rank sees every
+        # factor, so all refuse here together, before any shard steps: a shard alone would
+        # refuse only the rows whose bad coordinate it holds, and the other ranks' streams
+        # would step without it (the ranks out of step, the collectives hung).
+        refused = np.flatnonzero(factors == 0)
+        if refused.size:
+            e = int(refused[0])
+            source = int(np.searchsorted(np.cumsum(counts), e, side="right"))
+            raise ValueError(
+                f"grad_samples: example {e - sum(counts[:source])} of rank {source} has a value "
+                "that is not finite or too large to clip exactly (mfc.clip_factors gives it 0); "
+                "every rank refuses the step, no stream changed"
+            )
         # Rank q receives every example's coordinates bounds[q], the sources in rank order
         # (all_to_all_single with split sizes: gloo's all_to_all wants equal shapes).
         local = torch.from_numpy(np.ascontiguousarray(examples))
@@ -409,8 +423,16 @@ class DPFTRLOptimizer(torch.optim.Optimizer):
 
     def pre_step(self, grad_samples: Optional[Sequence[torch.Tensor]] = None) -> None:
         """Writes ``p.grad = ĝ / expected_batch_size`` (float32; ``ĝ`` itself with
-        ``loss_reduction="sum"``) for every parameter, in their order."""
+        ``loss_reduction="sum"``) for every parameter, in their order. ``p.grad_sample`` (when
+        ``grad_samples`` is not given) is cleared once privatized, so that no later step
+        privatizes the same examples again."""
         noisy = self.privatize(grad_samples)
+        if grad_samples is None:
+            # Consumed: a later step must not privatize these examples again (a backward
+            # without zero_grad would append to a stale grad_sample, and its examples would
+            # join two steps, beyond the blob's participation schema).
+            for p in self.params:
+                p.grad_sample = None
         if self.loss_reduction == "mean":
             noisy = np.divide(noisy, np.float32(self.expected_batch_size), dtype=np.float32)
         flat = torch.from_numpy(np.ascontiguousarray(noisy))

@@ -171,6 +171,41 @@ def test_momentum_mismatch_warns_and_keywords_refused(blobs):
     assert all(torch.equal(a, b) for a, b in zip(before, net.parameters()))
 
 
+def test_a_step_consumes_grad_sample(blobs):
+    """After a step from ``p.grad_sample`` (Opacus), the next backward without ``zero_grad``
+    starts a fresh ``grad_sample``: its step privatizes its own batch only, as the reference
+    does, not the previous batch again (which would put those examples in two steps)."""
+    data = runs.batches(2, [BATCH, 5])
+    net = runs.model()
+    module = opacus.GradSampleModule(net, loss_reduction="sum")
+    opt = mt.DPFTRLOptimizer(torch.optim.SGD(net.parameters(), lr=runs.LR),
+                             blobs["prefix-banded"], expected_batch_size=BATCH, seed=SEED)
+    for x, y in data:  # no zero_grad between the steps
+        torch.nn.functional.cross_entropy(module(x), y, reduction="sum").backward()
+        assert all(isinstance(p.grad_sample, torch.Tensor) for p in opt.params)
+        opt.step()
+        assert all(p.grad_sample is None for p in opt.params)
+    module._close()
+    got = torch.cat([p.detach().reshape(-1) for p in net.parameters()])
+
+    def opacus_grads(net, x, y, one_at_a_time=False):
+        module = opacus.GradSampleModule(net, loss_reduction="sum")
+        torch.nn.functional.cross_entropy(module(x), y, reduction="sum").backward()
+        out = [p.grad_sample.detach().clone() for p in net.parameters()]
+        module._close()
+        for p in net.parameters():
+            p.grad_sample = None
+        return out
+
+    original = runs.per_example_grads
+    runs.per_example_grads = opacus_grads
+    try:
+        expected = runs.reference_run(blobs["prefix-banded"], SEED, data, BATCH)
+    finally:
+        runs.per_example_grads = original
+    assert torch.equal(got, expected)
+
+
 def test_zero_grad_clears_grad_sample_and_checkpoint_continues(blobs):
     data = runs.batches(20, [BATCH, 5])
     expected, _ = optimizer_run(blobs["bandmf-momentum"], data, momentum=0.9)
@@ -246,12 +281,18 @@ def test_data_parallel_two_processes_and_restart(data_parallel):
 
 def test_data_parallel_four_processes(data_parallel):
     """4 processes: the 2-process checkpoints are refused naming both world sizes (the
-    optimizer untouched), then 12 steps equal the single process bit for bit."""
+    optimizer untouched); a step whose non-finite value only the last rank's shard holds is
+    refused by every rank alike, no stream stepped; then 12 steps equal the single process
+    bit for bit."""
     run = data_parallel
     finals = spawn(run["tmp_path"], 4, run["blob"], run["data"],
-                   {"refuse": (run["prefix"], 2), "last": DATA_PARALLEL_STEPS}, "four")
+                   {"refuse": (run["prefix"], 2), "poison": 4, "last": DATA_PARALLEL_STEPS},
+                   "four")
     for rank, final in enumerate(finals):
         assert "world_size=2" in final["refusal"] and "world_size=4" in final["refusal"], rank
+        message, steps = final["poisoned"]
+        assert message.startswith("ValueError: grad_samples: example 0 of rank 0"), (rank, message)
+        assert steps == 4, rank
         assert torch.equal(final["params"], run["expected"]), rank
 
 

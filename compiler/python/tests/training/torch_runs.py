@@ -102,20 +102,26 @@ def dist_worker(rank, world, init_file, blob, seed, data, expected_batch_size, o
     ``rank % saved_world`` and record the refusal (then train on, the optimizer untouched);
     ``resume``: ``(prefix, first)``, restore the rank's checkpoint and model of step ``first``;
     ``save``: ``(prefix, step)``, save them after ``step`` steps; ``last``: the steps to train
-    up to. Writes ``{"params": flat parameters, "refusal": message or None}`` to
+    up to; ``poison``: a step before which every rank first tries that step with rank 0's
+    first example not finite in the last coordinate (the last rank's shard), recording the
+    refusal and the steps released after it (then trains on). Writes ``{"params": flat
+    parameters, "refusal": message or None, "poisoned": (message, steps) or None}`` to
     ``out.<rank>``."""
+    import datetime
+
     import torch.distributed as dist
 
     torch.set_num_threads(1)
+    # A rank out of step with the others fails the run within a minute instead of hanging.
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank,
-                            world_size=world)
+                            world_size=world, timeout=datetime.timedelta(seconds=60))
     try:
         mechanism = mfc.Mechanism.from_bytes(blob)
         net = model()
         opt = DPFTRLOptimizer(torch.optim.SGD(net.parameters(), lr=LR), mechanism,
                               expected_batch_size=expected_batch_size, seed=seed,
                               distributed=True)
-        first, refusal = 0, None
+        first, refusal, poisoned = 0, None, None
         if "refuse" in plan:
             prefix, saved_world = plan["refuse"]
             saved = torch.load(f"{prefix}.{rank % saved_world}", weights_only=False)
@@ -131,12 +137,22 @@ def dist_worker(rank, world, init_file, blob, seed, data, expected_batch_size, o
             net.load_state_dict(saved["model"])
         for t in range(first, plan["last"]):
             x, y = local_slice(*data[t], world, rank)
+            if plan.get("poison") == t:
+                grads = [g.clone() for g in per_example_grads(net, x, y, one_at_a_time=True)]
+                if rank == 0:
+                    grads[-1].reshape(grads[-1].shape[0], -1)[0, -1] = float("nan")
+                try:
+                    opt.step(grad_samples=grads)
+                    poisoned = ("accepted", opt.steps_released)
+                except Exception as error:  # noqa: BLE001 (recorded: the test checks it)
+                    poisoned = (f"{type(error).__name__}: {error}", opt.steps_released)
             opt.zero_grad()
             opt.step(grad_samples=per_example_grads(net, x, y, one_at_a_time=True))
             if "save" in plan and t + 1 == plan["save"][1]:
                 torch.save({"optimizer": opt.state_dict(), "model": net.state_dict()},
                            f"{plan['save'][0]}.{rank}")
         params = torch.cat([p.detach().reshape(-1) for p in net.parameters()])
-        torch.save({"params": params, "refusal": refusal}, f"{out}.{rank}")
+        torch.save({"params": params, "refusal": refusal, "poisoned": poisoned},
+                   f"{out}.{rank}")
     finally:
         dist.destroy_process_group()
