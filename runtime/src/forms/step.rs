@@ -90,7 +90,10 @@ pub(crate) enum Factors<'a> {
 /// rounding, which [`crate::sum`]'s callers allow for by a factor 2): `m·ζ` with factors
 /// computed here (each clipped row has norm at most `ζ`, [`clip_factor`]); with given factors
 /// the larger of that and `Σ_e f_e·max_k |x_e[k]|`, which holds whatever the caller's factors
-/// are, so that wrong factors cannot make a release overflow unseen.
+/// are. The BandMF stream checks its release against this bound, so that wrong factors cannot
+/// make a BandMF release overflow unseen; the banded stream does not yet (a banded shard given
+/// wrong factors for rows near `f32::MAX` can release a non-finite value, as its `step_clipped`
+/// can).
 pub(crate) fn check_examples(
     dim: usize,
     examples: &[f32],

@@ -9,7 +9,11 @@ Privacy: the unit is one *client* (its model update, clipped to the blob's ``ζ`
 runtime: ``GradientPrivatizer.privatize``, one row per client), under the blob's participation
 schema (``Mechanism.report["participation_schema"]``) and neighbouring relation; the statement
 (``Stream.privacy["statement"]``) is printed once per run, when Flower initializes the
-parameters. Clients may clip too; the server clips every update anyway.
+parameters (its "record" is a client here). Clients may clip too; the server clips every update
+anyway. Only the training rounds' model are covered: what else clients send the server —
+federated evaluation's losses and metrics (the wrapped strategy's ``configure_evaluate``,
+``aggregate_evaluate``), ``num_examples``, fit metrics — is outside the guarantee; turn
+federated evaluation off (``fraction_evaluate=0.0``) or account for it separately.
 
 Choices:
 
