@@ -499,9 +499,7 @@ impl Stream {
                 )
                 .into());
             }
-            (clips, _) => clips
-                .map(|c| intake::f32_array(c, "clips"))
-                .transpose()?,
+            (clips, _) => clips.map(|c| intake::f32_array(c, "clips")).transpose()?,
         };
         if let Some(clips) = &clips {
             if *clips.shape != [m] {
