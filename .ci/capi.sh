@@ -11,11 +11,16 @@
 # Leaves the blobs in target/capi/ (.ci/capi-firmware.sh runs the same blobs on bare metal).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=sections.sh
+source .ci/sections.sh
+trap sections_summary EXIT
 
+section "C interface: header"
 command -v cbindgen >/dev/null || cargo install cbindgen --locked --version 0.29.4
 cbindgen --quiet --config runtime/capi/cbindgen.toml --crate mfc-runtime-capi --output target/mfc.h
 diff -u runtime/capi/include/mfc.h target/mfc.h
 
+section "C interface: libmfc, the C program, the blobs and the comparisons"
 cargo build --release -p mfc-runtime-capi
 cc -O2 -std=c11 -Wall -Wextra -Werror -I runtime/capi/include runtime/capi/examples/telemetry.c \
     target/release/libmfc.a -lpthread -ldl -lm -o target/telemetry-c
