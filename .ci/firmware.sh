@@ -182,10 +182,13 @@ for board in m0 m33; do
 done
 
 section "firmware: compare with the host reference"
+# `--workspace`: the features of the whole workspace, as `cargo test --release --workspace` (the
+# README's command, .ci/run's next step) resolves them, so the host side built here (mfc-tests,
+# mfc-compiler, faer, ...) is what that step runs, not built a second time for `-p mfc-tests`'s.
 MFC_FIRMWARE_LOG="$PWD/$logs/telemetry.log" MFC_FIRMWARE_DRIFT_LOG="$PWD/$logs/drift.log" \
   MFC_FIRMWARE_BANDMF_LOG="$PWD/$logs/bandmf.log" MFC_FIRMWARE_BLT_LOG="$PWD/$logs/blt.log" \
   MFC_FIRMWARE_M0_LOG="$PWD/$logs/telemetry-m0.log" MFC_FIRMWARE_M33_LOG="$PWD/$logs/telemetry-m33.log" \
-  cargo test --release -p mfc-tests --test firmware -- --include-ignored --nocapture
+  cargo test --release --workspace --test firmware -- --include-ignored --nocapture
 
 section "firmware: the corrupted blob must be refused with exit code 2"
 status=0

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CI for the Python package (compiler/python): format and lints of its crate, a build with
-# pip (maturin as the PEP 517 backend) into a fresh virtualenv, its pytest suite (bit for bit
-# against `mfc simulate`, numpy references, refusals) and its examples, which check their own
+# pip (maturin as the PEP 517 backend) into a fresh virtualenv, with the training frameworks
+# (.ci/training-requirements.txt) beside it, its pytest suite (bit for bit against `mfc simulate`,
+# numpy references, refusals, the framework integrations) and its examples, which check their own
 # claims. Reuses the workspace's target directory, so after `cargo test --workspace` only the
 # bindings and pyo3 are compiled.
 set -euo pipefail
@@ -33,18 +34,27 @@ fi
 "$venv/bin/pip" install -q --upgrade pip
 "$venv/bin/pip" install -q "./compiler/python[test]"
 
+section "python: the training frameworks (.ci/training-requirements.txt: torch, opacus, jax, optax, flwr, scikit-learn)"
+# Into the same virtualenv, from pip's cache when warm (PIP_CACHE_DIR, by default ~/.cache/pip).
+"$venv/bin/pip" install -q -r .ci/training-requirements.txt
+
 section "python: the forged-blob suite (issue 27) for the front-door tests"
 export MFC_FORGED_DIR="$scratch/forged"
 cargo run --release -q -p mfc-tests --bin forge-blobs -- "$MFC_FORGED_DIR" 2>/dev/null
 
 section "python: pytest"
 # Run from outside the source tree: the installed package is what is tested.
-(cd compiler/python/tests && "$venv/bin/python" -m pytest -q -p no:cacheprovider .)
+# CI=true: the tests of the training frameworks (tests/training) fail, not skip, when one is missing.
+(cd compiler/python/tests && CI=true "$venv/bin/python" -m pytest -q -p no:cacheprovider .)
 
 section "python: examples (each checks its own claims)"
 for example in compiler/python/examples/*.py; do
   "$venv/bin/python" "$example"
 done
+if [ -f compiler/python/bench/digits.py ]; then
+  section "python: bench/digits.py --quick"
+  "$venv/bin/python" compiler/python/bench/digits.py --quick
+fi
 
 section "python: the README's Python example"
 sed -n '/^## From Python/,/^## Layout/p' README.md | awk '/^```python/{f=1;next}/^```/{f=0}f' \
