@@ -19,7 +19,10 @@ PYO3_PYTHON="$(command -v python3)" cargo clippy --release \
   --manifest-path compiler/python/Cargo.toml --all-targets -- -D warnings
 
 section "python: the mfc binary (the reference the tests compare with)"
-cargo build --release -q -p mfc-cli --bin mfc
+# The workspace's binaries and examples with the features `cargo test --release --workspace` (the
+# README's test command) resolves: after it nothing is compiled again; a `-p` build would resolve
+# other features and rebuild mfc-runtime, faer and mfc-compiler for them.
+cargo build --release -q --workspace --bins --examples
 export MFC_BINARY="$CARGO_TARGET_DIR/release/mfc"
 
 section "python: pip install ./compiler/python into a fresh virtualenv"
@@ -40,7 +43,7 @@ section "python: the training frameworks (.ci/training-requirements.txt: torch, 
 
 section "python: the forged-blob suite (issue 27) for the front-door tests"
 export MFC_FORGED_DIR="$scratch/forged"
-cargo run --release -q -p mfc-tests --bin forge-blobs -- "$MFC_FORGED_DIR" 2>/dev/null
+"$CARGO_TARGET_DIR/release/forge-blobs" "$MFC_FORGED_DIR" 2>/dev/null
 
 section "python: pytest"
 # Run from outside the source tree: the installed package is what is tested.
