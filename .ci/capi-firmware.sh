@@ -16,6 +16,9 @@
 # and binutils-arm-none-eabi (.ci/run installs them) and the thumbv7em-none-eabihf target.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=sections.sh
+source .ci/sections.sh
+trap sections_summary EXIT
 
 fw=runtime/capi/examples/firmware
 out=target/capi/firmware
@@ -24,7 +27,7 @@ qemu=(timeout 60 qemu-system-arm -machine mps2-an386 -cpu cortex-m4 -nographic
       -semihosting-config enable=on,target=native -kernel)
 
 # The `firmware` profile (root Cargo.toml): LTO, opt-level "s", one codegen unit, panic = abort.
-echo "-- libmfc.a for thumbv7em-none-eabihf (no_std, every form)"
+section "C firmware: libmfc.a for thumbv7em-none-eabihf (no_std, every form)"
 cargo build --profile firmware -p mfc-runtime-capi --target thumbv7em-none-eabihf
 cp target/thumbv7em-none-eabihf/firmware/libmfc.a "$out/libmfc-all.a"
 lib=$out/libmfc-all.a
@@ -57,7 +60,7 @@ for form in banded blt fft bandmf blt-unbounded; do
 done
 arm-none-eabi-size "$out"/*.elf
 
-echo "-- the corrupted blob must be refused with exit code 2"
+section "C firmware: the corrupted blob must be refused with exit code 2"
 build corrupt target/capi/blt.mfc -DMFC_CORRUPT_BLOB
 status=0
 "${qemu[@]}" "$out/corrupt.elf" > "$out/corrupt.log" 2>&1 || status=$?
@@ -86,7 +89,7 @@ for refusal in lowered/blt:17 fft-min-sep:18; do
   echo "$name.mfc refused at open on the device (status $code)"
 done
 
-echo "-- libmfc.a for the banded form only"
+section "C firmware: libmfc.a for the banded form only"
 cargo build --profile firmware -p mfc-runtime-capi --target thumbv7em-none-eabihf \
   --no-default-features --features form-banded
 cp target/thumbv7em-none-eabihf/firmware/libmfc.a "$out/libmfc-banded.a"

@@ -11,16 +11,23 @@
 # Leaves the blobs in target/capi/ (.ci/capi-firmware.sh runs the same blobs on bare metal).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=sections.sh
+source .ci/sections.sh
+trap sections_summary EXIT
 
+section "C interface: header"
 command -v cbindgen >/dev/null || cargo install cbindgen --locked --version 0.29.4
 cbindgen --quiet --config runtime/capi/cbindgen.toml --crate mfc-runtime-capi --output target/mfc.h
 diff -u runtime/capi/include/mfc.h target/mfc.h
 
+section "C interface: libmfc, the C program, the blobs and the comparisons"
 cargo build --release -p mfc-runtime-capi
 cc -O2 -std=c11 -Wall -Wextra -Werror -I runtime/capi/include runtime/capi/examples/telemetry.c \
     target/release/libmfc.a -lpthread -ldl -lm -o target/telemetry-c
-cargo build --release -q -p mfc-cli --bin mfc
-cargo build --release -q -p mfc-examples --example capi_reference
+# The workspace's binaries and examples with the features `cargo test --release --workspace` (the
+# README's test command) resolves: after it nothing is compiled again; a `-p` build would resolve
+# other features and rebuild mfc-runtime, faer and mfc-compiler for them.
+cargo build --release -q --workspace --bins --examples
 mkdir -p target/capi
 mfc=target/release/mfc
 common=(--steps 48 --epsilon 2 --delta 1e-6)
@@ -66,7 +73,7 @@ for spec in "banded:--steps 48 --band 4 --rank 3" \
     "fft-optimal:--form fft-optimal --steps 96 --stamps 3 --neighbouring replace-one"; do
     name=${spec%%:*}
     # shellcheck disable=SC2086 # the options are words
-    cargo run --release -q -p mfc-cli --bin mfc -- compile --epsilon 2 --delta 1e-6 \
+    "$mfc" compile --epsilon 2 --delta 1e-6 \
         --out "target/verify-$name.mfc" ${spec#*:} >/dev/null
     target/verify-c "target/verify-$name.mfc"
 done
@@ -82,7 +89,7 @@ list=target/capi/admit.list
 mkdir -p target/capi/lowered
 expect() { echo "$*" >> "$list"; }
 # An honest blob the device cannot verify: FFT under min separation (mfc inspect: unverifiable).
-cargo run --release -q -p mfc-cli --bin mfc -- compile --epsilon 2 --delta 1e-6 \
+"$mfc" compile --epsilon 2 --delta 1e-6 \
     --form fft --steps 64 --stamps 2 --epochs 2 --min-sep 16 --out target/capi/fft-min-sep.mfc \
     >/dev/null
 target/verify-c --scale 0.5 target/capi/fft-min-sep.mfc target/capi/fft-min-sep-halved.mfc
@@ -101,7 +108,7 @@ for blob in target/capi/fft-min-sep{,-halved}.mfc; do
 done
 # The forged-blob suite (tests/src/forge.rs: lowered sensitivities steered into the unverifiable
 # class by each route, and {k: 1} relabels), as the Rust suite and mfc simulate check it.
-cargo run --release -q -p mfc-tests --bin forge-blobs -- target/capi/forged 2>/dev/null
+target/release/forge-blobs target/capi/forged 2>/dev/null
 while IFS=$'\t' read -r name expected _; do
   blob=target/capi/forged/$name.mfc
   case "$expected" in

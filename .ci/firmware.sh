@@ -20,6 +20,9 @@
 # thumbv8m.main-none-eabihf targets (.ci/run installs them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=sections.sh
+source .ci/sections.sh
+trap sections_summary EXIT
 
 fw=examples/firmware
 logs=target/firmware
@@ -37,7 +40,7 @@ build() { # name target bin [cargo options...], in the environment given
   cp "$fw/target/$target/release/$bin" "$fw/target/elf/$name"
 }
 
-echo "-- build (thumbv7em-none-eabihf, opt-level s, LTO)"
+section "firmware: build (thumbv7em-none-eabihf, opt-level s, LTO)"
 m4=thumbv7em-none-eabihf
 build telemetry $m4 telemetry
 build drift $m4 drift
@@ -52,7 +55,7 @@ bandmf=$fw/target/elf/bandmf
 blt=$fw/target/elf/blt
 arm-none-eabi-size "$elf" "$corrupt" "$fw/target/elf/defmt" "$bandmf" "$blt" "$fw/target/elf/drift"
 
-echo "-- run under QEMU"
+section "firmware: run under QEMU"
 status=0
 "${qemu[@]}" "$elf" >"$logs/telemetry.log" || status=$?
 head -n 3 "$logs/telemetry.log"
@@ -63,7 +66,7 @@ if [ "$status" -ne 0 ]; then
   exit 1
 fi
 
-echo "-- run the BandMF build under QEMU"
+section "firmware: run the BandMF build under QEMU"
 status=0
 "${qemu[@]}" "$bandmf" >"$logs/bandmf.log" || status=$?
 tail -n 2 "$logs/bandmf.log"
@@ -72,7 +75,7 @@ if [ "$status" -ne 0 ]; then
   exit 1
 fi
 
-echo "-- run the BLT build under QEMU (checkpoint and restore of a BltStream)"
+section "firmware: run the BLT build under QEMU (checkpoint and restore of a BltStream)"
 status=0
 "${qemu[@]}" "$blt" >"$logs/blt.log" || status=$?
 tail -n 2 "$logs/blt.log"
@@ -81,7 +84,7 @@ if [ "$status" -ne 0 ]; then
   exit 1
 fi
 
-echo "-- the drift firmware: 10^6 steps of BLT, BandMF and FFT under QEMU"
+section "firmware: the drift firmware: 10^6 steps of BLT, BandMF and FFT under QEMU"
 drift=$fw/target/elf/drift
 status=0
 started=$(date +%s.%N)
@@ -99,7 +102,7 @@ if [ "$status" -ne 0 ]; then
   exit 1
 fi
 
-echo "-- the device verifies each blob's sensitivity and refuses it lowered by 1% (issue 20)"
+section "firmware: the device verifies each blob's sensitivity and refuses it lowered by 1% (issue 20)"
 status=0
 timeout 120 "${qemu[@]:2:8}" -icount shift=6 -kernel "$fw/target/elf/verify" \
   >"$logs/verify.log" || status=$?
@@ -110,7 +113,7 @@ if [ "$status" -ne 0 ] || [ "$(grep -c ': verified, ' "$logs/verify.log")" -ne 8
   exit 1
 fi
 
-echo "-- a signed blob verifies on the device; one bit flipped and another key are refused"
+section "firmware: a signed blob verifies on the device; one bit flipped and another key are refused"
 build signed $m4 signed --features signature
 status=0
 timeout 120 "${qemu[@]:2:8}" -icount shift=6 -kernel \
@@ -121,7 +124,7 @@ if [ "$status" -ne 0 ] || ! grep -q "bytes verified" "$logs/signed.log"; then
   exit 1
 fi
 
-echo "-- the smallest and the newest cores: Cortex-M0 (microbit, 16 KiB RAM) and M33 (mps2-an505)"
+section "firmware: the smallest and the newest cores: Cortex-M0 (microbit, 16 KiB RAM) and M33 (mps2-an505)"
 # The banded telemetry firmware, bit for bit with the host (compared below); a corrupted blob
 # exits 2; the verify firmware's bounds have the M4F's bits (the M0 keeps 4 KiB of scratch and
 # skips the one blob that needs more).
@@ -178,13 +181,16 @@ for board in m0 m33; do
   fi
 done
 
-echo "-- compare with the host reference"
+section "firmware: compare with the host reference"
+# `--workspace`: the features of the whole workspace, as `cargo test --release --workspace` (the
+# README's command, .ci/run's next step) resolves them, so the host side built here (mfc-tests,
+# mfc-compiler, faer, ...) is what that step runs, not built a second time for `-p mfc-tests`'s.
 MFC_FIRMWARE_LOG="$PWD/$logs/telemetry.log" MFC_FIRMWARE_DRIFT_LOG="$PWD/$logs/drift.log" \
   MFC_FIRMWARE_BANDMF_LOG="$PWD/$logs/bandmf.log" MFC_FIRMWARE_BLT_LOG="$PWD/$logs/blt.log" \
   MFC_FIRMWARE_M0_LOG="$PWD/$logs/telemetry-m0.log" MFC_FIRMWARE_M33_LOG="$PWD/$logs/telemetry-m33.log" \
-  cargo test --release -p mfc-tests --test firmware -- --include-ignored --nocapture
+  cargo test --release --workspace --test firmware -- --include-ignored --nocapture
 
-echo "-- the corrupted blob must be refused with exit code 2"
+section "firmware: the corrupted blob must be refused with exit code 2"
 status=0
 "${qemu[@]}" "$corrupt" >"$logs/corrupt.log" 2>&1 || status=$?
 cat "$logs/corrupt.log"
@@ -194,7 +200,7 @@ if [ "$status" -ne 2 ] || ! grep -q "blob checksum mismatch" "$logs/corrupt.log"
 fi
 echo "corrupted blob refused, exit code $status"
 
-echo "-- the defmt build, if defmt-print is installed (cargo install defmt-print --locked)"
+section "firmware: the defmt build, if defmt-print is installed (cargo install defmt-print --locked)"
 if command -v defmt-print >/dev/null; then
   defmt_elf=$fw/target/elf/defmt
   ( set -o pipefail; "${qemu[@]}" "$defmt_elf" | defmt-print -e "$defmt_elf" >"$logs/defmt.log" )

@@ -23,13 +23,30 @@ use pyo3::types::PyDict;
 
 use crate::error::{BlobError, CompileError, Error, MfcError, StreamError};
 
-/// `σ` for `(ε, δ)`, or `ε` for `(σ, δ)`, for a mechanism normalized to sensitivity 1 (the exact
-/// analytic Gaussian calibration of `mfc calibrate`), with zCDP `ρ = 1/(2σ²)` and what the
-/// `(ε, δ)` is for (`privacy_unit`).
+/// σ for (ε, δ), or ε for (σ, δ), of a mechanism normalized to sensitivity 1 (the exact
+/// analytic Gaussian calibration of `mfc calibrate`), with zCDP ρ = 1/(2σ²) and what the (ε, δ)
+/// is for (`privacy_unit`: per record, under the participation schema and neighbouring relation
+/// of the blob the σ goes into).
 ///
-/// With `sampling_prob` and `steps` (and `bands`, default 1): DP-SGD (`bands=1`) or amplified
-/// BandMF under Poisson sampling, by the accountant (privacy loss distributions, pessimistic: the
-/// `ε` is an upper bound), under add-remove neighbours; `privacy_unit` then states the scheme.
+/// With `sampling_prob` and `steps` (and `bands`): DP-SGD (`bands=1`) or amplified BandMF
+/// (the data in `bands` groups, step i Poisson-samples group i mod bands), by the accountant
+/// (privacy loss distributions, pessimistic: the ε is an upper bound), add-remove neighbours, one
+/// example the unit; the result then has `sampling_prob`, `steps`, `bands` and
+/// `participations` instead of `zcdp_rho`, and `privacy_unit` states the scheme.
+///
+/// Args:
+///     delta: δ, a number in (0, 1). Required.
+///     epsilon: the target ε, a finite number > 0: the result's `noise_multiplier` is the σ
+///         reaching it. Give `epsilon` or `noise_multiplier`, not both. Default None.
+///     noise_multiplier: σ, a finite number > 0: the result's `epsilon` is its ε at `delta`
+///         (refused beyond ε = 10⁴). Default None.
+///     sampling_prob: q, the probability that a step samples each record of its group, in
+///         (0, 1]; needs `steps`. Default None: no sampling (the analytic Gaussian relation).
+///     steps: the training steps n, an integer >= 1; with `sampling_prob` only. Default None.
+///     bands: b̂, the groups of cyclic Poisson sampling (BandMF's bands), an integer in
+///         1..=steps; with `sampling_prob` only. Default None, meaning 1 (DP-SGD).
+///
+/// A refusal is a `CompileError` (a `ValueError`) naming the keyword, its value and the range.
 #[pyfunction]
 #[pyo3(signature = (*, delta, epsilon=None, noise_multiplier=None, sampling_prob=None, steps=None, bands=None))]
 fn calibrate<'py>(
@@ -177,10 +194,18 @@ fn stream_clip_norm(clip_norm: f64) -> f32 {
     }
 }
 
-/// The runtime's clip factor `min(1, ζ/‖x‖)` of a whole float32 row (any layout), exactly as a
-/// stream computes it: what a shard's `step(x, clip=...)` needs from the whole row. `clip_norm`
-/// is rounded down to float32 as a stream rounds the blob's `ζ`, so `stream.clip_norm` gives the
-/// stream's own factor.
+/// The runtime's clip factor min(1, ζ/‖row‖) of a whole float32 row, exactly as a stream
+/// computes it: what a shard's `step(x, clip=...)` needs from the whole row.
+///
+/// Args:
+///     row: the whole row, a 1-D float32 numpy array of any layout (another dtype: `TypeError`;
+///         another number of dimensions: `MfcError`).
+///     clip_norm: ζ, the clip norm (the blob's `clip_norm`), a number in [2⁻⁶⁴, 2⁶⁴], the
+///         clip norms the runtime clips exactly; rounded down to float32 as a stream rounds the
+///         blob's ζ, so `stream.clip_norm` gives the stream's own factor.
+///
+/// Returns the factor, a float in [0, 1]: 0 for a ζ outside that range or a non-finite row
+/// (which a stream refuses).
 #[pyfunction]
 fn clip_factor(row: &Bound<'_, PyAny>, clip_norm: f64) -> PyResult<f32> {
     let clip_norm = stream_clip_norm(clip_norm);
@@ -195,10 +220,14 @@ fn clip_factor(row: &Bound<'_, PyAny>, clip_norm: f64) -> PyResult<f32> {
     Ok(mfc_runtime::clip_factor(row.values()?, clip_norm))
 }
 
-/// The runtime's clip factor `min(1, ζ/‖x_e‖)` of each row `x_e` of a `(m, d)` float32 array
-/// (any layout, read in logical order), exactly as `Stream.step_examples` computes it for each
-/// whole example: the `(m,)` float32 `clips` a shard's `step_examples` needs. `clip_norm` is
-/// rounded down to float32 as in `clip_factor`.
+/// The runtime's clip factor `min(1, ζ/‖x_e‖)` of each row `x_e` of `examples`, exactly as an
+/// unsharded `Stream.step_examples` computes it for each whole example: the `(m,)` float32
+/// `clips` a shard's `step_examples` needs.
+///
+/// Args:
+///     examples: `(m, d)` float32, the whole examples (any layout, read in logical order;
+///         another dtype: `TypeError`).
+///     clip_norm: ζ, as for `clip_factor` (rounded down to float32 as a stream rounds it).
 #[pyfunction]
 fn clip_factors<'py>(
     py: Python<'py>,

@@ -170,16 +170,22 @@ fn to_python<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<
 
 #[pymethods]
 impl Mechanism {
-    /// A mechanism from a blob's bytes — `bytes`, `bytearray`, `memoryview` or any buffer of
-    /// bytes, copied — checked: checksum, version, every field (`BlobError`).
+    /// A mechanism from a blob's bytes, checked as a device checks it: checksum, version, every
+    /// field (`BlobError`).
+    ///
+    /// Args:
+    ///     data: the blob, `bytes`, `bytearray`, `memoryview` or any buffer of bytes (copied).
     #[staticmethod]
     fn from_bytes(data: &Bound<'_, PyAny>) -> PyResult<Self> {
         Ok(Self::parse(intake::bytes(data, "data")?, None)?)
     }
 
-    /// A mechanism from an `.mfc` file. A file that cannot be read raises the `OSError` of its
-    /// cause (`FileNotFoundError`, `PermissionError`, …, with `filename`); one that is not a valid
-    /// blob raises `BlobError`.
+    /// A mechanism from an .mfc file. A file that cannot be read raises the `OSError` of its
+    /// cause (`FileNotFoundError`, `PermissionError`, ... with `filename`); one that is not a
+    /// valid blob raises `BlobError`.
+    ///
+    /// Args:
+    ///     path: the file, a `str` or `os.PathLike`.
     #[staticmethod]
     fn load(path: PathBuf) -> PyResult<Self> {
         let blob = std::fs::read(&path).map_err(|error| Error::Io {
@@ -198,7 +204,10 @@ impl Mechanism {
         })
     }
 
-    /// Writes the blob to `path` (the `OSError` of the cause if it cannot).
+    /// Writes the blob to a file (the `OSError` of the cause if it cannot).
+    ///
+    /// Args:
+    ///     path: the file, a `str` or `os.PathLike` (overwritten if it exists).
     fn save(&self, path: PathBuf) -> PyResult<()> {
         std::fs::write(&path, &self.blob).map_err(|error| {
             Error::Io {
@@ -253,14 +262,16 @@ impl Mechanism {
             .steps)
     }
 
-    /// `(B, C)`: the decoder `B̂` and the encoder `Ĉ` as float64 arrays, from the `f32`
-    /// coefficients the blob stores, with `B̂ Ĉ = A`. `√L = sens(Ĉ)·‖B̂‖_F`, and the
-    /// sensitivity under the blob's participation schema is a function of `Ĉ` (single
-    /// participation: its largest column norm). FFT blobs: `B̂` is `n × 2n`, `Ĉ` `2n × n`.
-    /// `workload`: the `n × n` float64 matrix `A` (any layout; read in logical order), needed
-    /// only for a blob of a workload other than the prefix sum that was not compiled in this
-    /// process. `MemoryError` when the dense matrices (a few `n × n` float64 at once: about
-    /// 320 GB at `n = 10⁵`) exceed the machine's memory or cannot be allocated.
+    /// `(B, C)`: the decoder B̂ and the encoder Ĉ as float64 arrays, from the f32 coefficients
+    /// the blob stores, with B̂ Ĉ = A. sqrt(L) = sens(Ĉ)·‖B̂‖_F, and the sensitivity under the blob's
+    /// participation schema is a function of Ĉ (single participation: its largest column norm). FFT
+    /// blobs: B̂ is n x 2n, Ĉ 2n x n. `MemoryError` when the dense matrices (a few n x n float64 at
+    /// once: about 320 GB at n = 10⁵) exceed the machine's memory or cannot be allocated.
+    ///
+    /// Args:
+    ///     workload: the n x n float64 workload matrix A (any layout; read in logical order), needed
+    ///         only for a blob of a workload other than the prefix sum that was not compiled in this
+    ///         process. Default None.
     #[pyo3(signature = (workload=None))]
     fn to_dense<'py>(
         &self,
@@ -342,23 +353,94 @@ impl Drop for Running {
     }
 }
 
-/// Optimizes, compresses and calibrates a mechanism, `mfc compile` with its options as keyword
-/// arguments (`--min-sep` is `min_sep`; `workload` may also be the `n × n` lower-triangular
-/// float64 matrix `A` itself). The options of a form (`band`, `rank`, `refine`, `gap`,
-/// `stamps`; `buffers`, `horizon`; `bands`, `max_bands`, `toeplitz`) are refused for another
-/// form; `form` defaults to `banded`, or to `bandmf` with `sampling_prob` (amplified BandMF
-/// under cyclic Poisson sampling, `σ` by the accountant, the scheme recorded). `objective`:
-/// `"total"` (the default, the total squared error) or `"max"` (the largest per-step standard
-/// deviation, continual counting's objective; every form, the banded one under single
-/// participation; `report["objective"]` says what was optimized, `"none"` for FFT). A refusal
-/// is a `CompileError` naming the keyword, the value and what is allowed.
-/// Releases the GIL while it runs, and stops within an optimizer iteration on Ctrl-C
-/// (`KeyboardInterrupt`); the estimated memory and time of a long compile arrive as a
-/// `UserWarning` as soon as the compile gives them (before its work). `force` runs a compile
-/// refused for its estimated memory. `progress`: by default a compile longer than a second
-/// writes a progress line to `sys.stderr` once a second; `False` silences it; a callable receives
-/// the latest line (`str`) instead, at most every 50 ms, and an exception it raises stops the
-/// compile.
+/// Optimizes, compresses and calibrates a mechanism: `mfc compile` with its options as
+/// keywords (`--min-sep` is `min_sep`), returning the `Mechanism` (its blob and report).
+///
+/// Every keyword is optional; the options of one form are refused for another (`band`, `rank`,
+/// `refine`, `gap`: `form="banded"`; `stamps`: banded and fft; `buffers`, `horizon`:
+/// `blt`; `bands`, `max_bands`, `toeplitz`: `bandmf`). A refusal is a `CompileError` (a
+/// `ValueError`) naming the keyword, the value and what is allowed (`min_sep=0: expected an
+/// integer in 1..=4294967295`). Releases the GIL while it runs; Ctrl-C stops it within an
+/// optimizer iteration (`KeyboardInterrupt`); the estimated memory and time of a long compile
+/// arrive as a `UserWarning` before the work.
+///
+/// Args:
+///     steps: the horizon n, an integer in 1..=2³²−1. Required, except with an `npy:` or array
+///         `workload`, whose size it must then match.
+///     workload: the workload A: `"prefix"` (prefix sums, the default), `"momentum:BETA"`
+///         (heavy-ball momentum SGD iterates, BETA in [0, 1), learning rates from `cooldown`),
+///         `"npy:PATH"` (a square lower-triangular float64 or float32 .npy matrix, as
+///         `numpy.save` writes it) or the n x n float64 numpy matrix A itself (any layout, read
+///         in logical order).
+///     cooldown: `"STEPS:FINAL"`: the momentum workload's learning rate falls linearly from 1 to
+///         FINAL in (0, 1] over the last STEPS >= 1 steps. Default None (a constant rate);
+///         refused for another workload.
+///     epochs: k: each record takes part in at most k steps, an integer in 1..=2³²−1; needs
+///         `min_sep` or `every`. Default None: single participation.
+///     min_sep: b-min-separation (jax_privacy's `min_sep`, federated training): any two
+///         participations of a record are at least b steps apart, an integer in 1..=steps; needs
+///         `epochs`; excludes `every`. Default None.
+///     every: fixed epoch order ((k, b)-participation, Choquette-Choo et al. 2023): a record's
+///         participations are exactly b steps apart, an integer in 1..=steps; needs `epochs`.
+///         Default None.
+///     neighbouring: the neighbouring relation the (ε, δ) is for: `"add-remove"` (the default:
+///         add or remove one record) or `"replace-one"` (replace one record: twice the
+///         sensitivity, so twice the noise).
+///     form: the decoder form: `"banded"` (banded plus low rank, any workload; the default),
+///         `"blt"` (buffered linear Toeplitz, prefix sums), `"fft"` or `"fft-optimal"` (the
+///         FFT mechanism or its optimal decoder, prefix sums, no optimization) or `"bandmf"`
+///         (BandMF, prefix sums or momentum; the default with `sampling_prob` or
+///         `dataset_size`).
+///     stamps: banded and fft forms: repeat an encoder optimized for n/S steps S times, S an
+///         integer dividing `steps`, or `"auto"` (banded only: S among 1, 2, 4, 5, 8, 10, 16,
+///         20 by the loss). Default 1.
+///     band: banded form: h, the decoder's diagonals kept exactly, an integer >= 1. Default 4.
+///     rank: banded form: r, the rank of the decoder's part below the band, an integer >= 0.
+///         Default 4.
+///     refine: banded form: L-BFGS iterations of the refinement after the fit, an integer in
+///         0..=1000000 (0 ships the fit). Default 50.
+///     gap: banded form: stop optimizing at this relative duality gap, a number in (0, 1)
+///         (ignored by the min-separation optimizer, which has no dual bound). Default 1e-6.
+///     objective: `"total"` (the default: the total squared error, sqrt(L)) or `"max"` (the
+///         largest per-step standard deviation, continual counting's objective; every form, the
+///         banded one under single participation only). `report["objective"]` says what was
+///         optimized (`"none"` for fft).
+///     bands: bandmf form: b̂, the encoder's bands, an integer in 1..=min(b, steps) under
+///         `min_sep`/`every` b (1..=steps otherwise), or `"auto"` (the default): the fewest
+///         bands among 1, 2, 4, ... (at most `max_bands`) within 1% of the best sqrt(L); with
+///         `dataset_size`, the bands minimizing the expected error for (ε, δ).
+///     max_bands: bandmf form with `bands="auto"`: the most bands tried, an integer >= 1 (the
+///         device keeps (b̂ + 2)·d floats). Default 256.
+///     toeplitz: bandmf form: a banded Toeplitz encoder (b̂ coefficients, any horizon) instead of
+///         a general one (n x b̂ coefficients). Default False.
+///     buffers: blt form: buffers per coordinate, an integer in 1..=64. Default 4.
+///     horizon: blt form: the horizon the sensitivity covers and the runtime stops at, an integer
+///         in steps..=2³²−1, or `"unbounded"` (a bound valid for every horizon; single
+///         participation). Default None: `steps`.
+///     clip_norm: ζ, the L2 norm the runtime clips every input row to, a number in [2⁻⁶⁴, 2⁶⁴].
+///         Default 1.0.
+///     epsilon: calibrate σ for this ε, a number in (0, 1000); needs `delta`; excludes
+///         `noise_multiplier`. Default None.
+///     delta: δ of the privacy target, a number in (0, 1). Default None.
+///     noise_multiplier: record this σ instead of calibrating one, a number in (0, 10⁶); with
+///         `delta` its ε is reported. Default None (with neither `epsilon` nor
+///         `noise_multiplier` the blob is uncalibrated).
+///     sampling_prob: amplified BandMF under cyclic Poisson sampling (Choquette-Choo et al. 2023b):
+///         the records in `bands` groups, step i samples each record of group i mod bands with
+///         probability q in (0, 1) (`bands=1` is DP-SGD); σ is calibrated by the accountant and
+///         the scheme recorded in the blob (`report["sampling"]`; draw batches with
+///         `CyclicPoissonSampling`). Implies `form="bandmf"`; needs a fixed `bands`;
+///         add-remove neighbours. Default None.
+///     dataset_size: instead of `sampling_prob`: the records N, an integer >= 1, with
+///         `batch_size` (q = batch_size·bands/N); with `bands="auto"` and (ε, δ), the bands
+///         are chosen. Default None.
+///     batch_size: the expected batch size B, a number > 0, with `dataset_size`. Default None.
+///     force: run a compile refused for its estimated memory (the dense banded compile, a BandMF
+///         one with n x n matrices). Default False.
+///     progress: None or True (the default): a compile longer than a second writes a progress
+///         line to `sys.stderr` once a second; False silences it; a callable receives the latest
+///         line (a `str`) at most every 50 ms instead, and an exception it raises stops the
+///         compile.
 #[pyfunction]
 #[pyo3(signature = (
     *, steps=None, workload=None, cooldown=None, epochs=None, min_sep=None, every=None,

@@ -102,8 +102,38 @@ fn shard_range(shard: &Bound<'_, PyAny>, dim: u64) -> Result<Range<usize>> {
     }
 }
 
-/// A private stream of a mechanism: `step(x)` releases the private prefix sum (or, for BandMF
-/// under another workload, the noised input) of each row, clipped to the blob's `ζ`.
+/// A private stream of a mechanism for rows of `dim` coordinates, as the device's runtime
+/// replays it: `step(x)` releases the private prefix sum (or, for BandMF under another
+/// workload, the noised input) of each row, clipped to the blob's ζ.
+///
+/// The blob's recorded sensitivity is checked first as a device checks it (`Mechanism.verify`):
+/// `StreamError` if it is understated, and `StreamError` too if it cannot be checked (e.g. a
+/// custom workload, or an FFT blob under min-separation) unless `allow_unverified=True`. The
+/// workspace ((h + r + 2)·dim floats for a banded blob) is allocated fallibly: `MemoryError`
+/// when it exceeds the machine's memory.
+///
+/// Args:
+///     mechanism: the `Mechanism` whose blob the stream replays. Required.
+///     dim: d, the coordinates of each row, an integer in 1..=2⁵¹ (`ValueError` naming it
+///         otherwise). Required.
+///     seed: the noise's key, 32 bytes (`bytes`, `bytearray`, `memoryview`) or 64 hex digits
+///         as `mfc simulate --seed` takes them, for reproducible simulations only (whoever knows
+///         it knows the noise). Default None: OS entropy.
+///     shard: `(start, end)`, 0 <= start < end <= dim: only coordinates start..end of each row
+///         (banded and bandmf blobs), whose releases equal those coordinates of the unsharded
+///         stream with the same seed; its `step` then needs the whole row's `clip` factor.
+///         Default None (the whole row).
+///     noise_multiplier: replaces the blob's calibrated σ, a finite number > 0. At or above it
+///         nothing more is needed; below it, `StreamError` (a `ValueError`) unless
+///         `allow_lower_noise=True`. `privacy` reports the (ε, δ) recomputed from the stream's
+///         σ at the blob's δ. Default None: the blob's σ.
+///     allow_lower_noise: stream a `noise_multiplier` below the blob's, with a `UserWarning`
+///         stating the weaker (ε, δ). Default False.
+///     allow_unverified: stream a blob whose sensitivity cannot be verified, with a
+///         `UserWarning`. Default False (refused). An understated blob is refused regardless.
+///     sampler: the `CyclicPoissonSampling` the training loop draws its batches with; its
+///         `check` refuses (`ValueError`) a blob of another scheme. Default None; a blob under
+///         cyclic Poisson sampling streamed without one gives a `UserWarning`.
 #[pyclass(module = "mfc")]
 pub struct Stream {
     inner: OwnedReplay,
@@ -155,24 +185,37 @@ impl Stream {
 
 #[pymethods]
 impl Stream {
-    /// A stream of `mechanism` for rows of `dim` coordinates (`1 ≤ dim ≤ 2⁵¹`). `seed`: 32
-    /// bytes or 64 hex digits (for reproducible simulations only: whoever knows it knows the
-    /// noise); OS entropy when absent. `shard=(start, end)`: only coordinates `start..end` of
-    /// each row (banded and BandMF blobs), whose releases equal those coordinates of the
-    /// unsharded stream with the same seed; its `step` needs the whole row's `clip` factor.
+    /// A private stream of a mechanism for rows of `dim` coordinates, as the device's runtime
+    /// replays it.
     ///
-    /// The blob's recorded sensitivity is checked first as a device checks it
-    /// (`Mechanism.verify`): `StreamError` if it is understated, and `StreamError` too if it
-    /// cannot be checked (an unverifiable blob, e.g. a custom workload or an FFT blob under
-    /// min-separation) unless `allow_unverified=True`, which streams it with a `UserWarning`.
+    /// The blob's recorded sensitivity is checked first as a device checks it (`Mechanism.verify`):
+    /// `StreamError` if it is understated, and `StreamError` too if it cannot be checked (e.g. a
+    /// custom workload, or an FFT blob under min-separation) unless `allow_unverified=True`. The
+    /// workspace ((h + r + 2)·dim floats for a banded blob) is allocated fallibly: `MemoryError`
+    /// when it exceeds the machine's memory.
     ///
-    /// `noise_multiplier`: replaces the blob's calibrated `σ`. One at or above it needs nothing;
-    /// one below it is refused (`StreamError`, a `ValueError`) unless `allow_lower_noise=True`,
-    /// which streams it with a `UserWarning` stating the weaker `(ε, δ)`. Either way
-    /// `Stream.privacy` reports the `(ε, δ)` recomputed from the stream's `σ` at the blob's `δ`.
-    ///
-    /// The workspace (`(h + r + 2)·dim` floats for a banded blob) is allocated fallibly:
-    /// `MemoryError` when it exceeds the machine's memory or cannot be allocated.
+    /// Args:
+    ///     mechanism: the `Mechanism` whose blob the stream replays. Required.
+    ///     dim: d, the coordinates of each row, an integer in 1..=2⁵¹ (`ValueError` naming it
+    ///         otherwise). Required.
+    ///     seed: the noise's key, 32 bytes (`bytes`, `bytearray`, `memoryview`) or 64 hex digits
+    ///         as `mfc simulate --seed` takes them, for reproducible simulations only (whoever knows
+    ///         it knows the noise). Default None: OS entropy.
+    ///     shard: `(start, end)`, 0 <= start < end <= dim: only coordinates start..end of each row
+    ///         (banded and bandmf blobs), whose releases equal those coordinates of the unsharded
+    ///         stream with the same seed; its `step` then needs the whole row's `clip` factor.
+    ///         Default None (the whole row).
+    ///     noise_multiplier: replaces the blob's calibrated σ, a finite number > 0. At or above it
+    ///         nothing more is needed; below it, `StreamError` (a `ValueError`) unless
+    ///         `allow_lower_noise=True`. `privacy` reports the (ε, δ) recomputed from the stream's
+    ///         σ at the blob's δ. Default None: the blob's σ.
+    ///     allow_lower_noise: stream a `noise_multiplier` below the blob's, with a `UserWarning`
+    ///         stating the weaker (ε, δ). Default False.
+    ///     allow_unverified: stream a blob whose sensitivity cannot be verified, with a
+    ///         `UserWarning`. Default False (refused). An understated blob is refused regardless.
+    ///     sampler: the `CyclicPoissonSampling` the training loop draws its batches with; its
+    ///         `check` refuses (`ValueError`) a blob of another scheme. Default None; a blob under
+    ///         cyclic Poisson sampling streamed without one gives a `UserWarning`.
     #[new]
     #[pyo3(signature = (
         mechanism, dim, seed=None, *, shard=None, noise_multiplier=None,
@@ -338,16 +381,19 @@ impl Stream {
         Ok(stream)
     }
 
-    /// Steps `x` through the stream: a float32 row of `d` values gives one release, an `(m, d)`
-    /// batch `m` consecutive releases (same shape). `x` is read in place when it is
-    /// C-contiguous, aligned and native-endian float32, with the GIL released (do not write to
-    /// it from another thread meanwhile); any other float32 layout (column-major, transposed,
-    /// strided, byte-swapped, misaligned) is copied once in logical order first, so each
-    /// release is that of `x`'s C-ordered copy. `clip`: the whole row's clip factor
-    /// (`mfc.clip_factor`), required by a shard (which steps one row at a time) and refused
-    /// elsewhere. Raises, with the stream unchanged: `TypeError` for another dtype, `MfcError`
-    /// for a wrong shape, a non-finite value or too few steps left, `StreamError` for the
-    /// runtime's refusals.
+    /// Steps `x` through the stream: a float32 row `(d,)` gives one release, an `(m, d)`
+    /// batch m consecutive releases (same shape). A refused call leaves the stream unchanged.
+    ///
+    /// Args:
+    ///     x: the input, float32 of shape `(d,)` or `(m, d)`, any layout: C-contiguous, aligned,
+    ///         native-endian `x` is read in place with the GIL released (do not write to it from
+    ///         another thread meanwhile); column-major, transposed, strided, byte-swapped or
+    ///         misaligned `x` is copied once in logical order first, so each release is that of
+    ///         `x`'s C-ordered copy. Another dtype: `TypeError`; a wrong shape, a non-finite value
+    ///         or too few steps left: `MfcError`; the runtime's refusals: `StreamError`.
+    ///     clip: the whole row's clip factor (`mfc.clip_factor`), a number in [0, 1], required by a
+    ///         shard (which steps one row at a time) and refused by an unsharded stream, which clips
+    ///         each row itself. Default None.
     #[pyo3(signature = (x, clip=None))]
     fn step<'py>(
         &mut self,
@@ -444,21 +490,23 @@ impl Stream {
         Ok(out.into_any())
     }
 
-    /// A training step: `examples` is `(m, d)` float32, the step's `m` examples; each is clipped
-    /// to `ζ` by itself (the unit of privacy is the example) and their sum enters the stream.
-    /// Returns the step's release. Layouts as for `step` (any float32 layout gives the release of
-    /// its C-ordered copy). A non-finite value is refused (`StreamError`) naming the example
-    /// and the coordinate, the stream unchanged.
+    /// A training step: the step's m examples, each clipped to ζ by itself (the unit of privacy
+    /// is the example), their sum entering the stream; returns the step's release `(d,)`. A
+    /// non-finite value is refused (`StreamError`) naming the example and the coordinate, the
+    /// stream unchanged.
     ///
-    /// A shard (`shard=(start, end)` not the whole row) sees only its coordinates of each
-    /// example, so it cannot clip them itself: `examples` is then `(m, end - start)`, this
-    /// shard's columns of the step's examples, and `clips` (required, keyword only) the `m`
-    /// factors of the **whole** examples, `mfc.clip_factors(whole_examples, stream.clip_norm)`:
-    /// a 1-D float32 array (any layout, read in logical order), each in `[0, 1]`. The release
-    /// then equals coordinates `start..end` of the unsharded `step_examples` with the same seed,
-    /// bit for bit. The stream checks the factors' range and count but cannot check that they
-    /// are the whole examples' (privacy rests on the caller, as for `step`'s `clip`). An
-    /// unsharded stream clips each example itself and refuses `clips`.
+    /// Args:
+    ///     examples: `(m, d)` float32 (any layout, as `step`; another dtype: `TypeError`); for a
+    ///         shard (`shard=(start, end)`, not the whole row) `(m, end - start)`, this shard's
+    ///         columns of the step's examples.
+    ///     clips: keyword only, default None: required by a shard and refused by an unsharded
+    ///         stream (which clips each example itself). The m factors of the **whole**
+    ///         examples, `mfc.clip_factors(whole_examples, stream.clip_norm)`: a 1-D float32
+    ///         array (any layout, read in logical order; another dtype: `TypeError`), each in
+    ///         [0, 1]. The shard's release then equals coordinates start..end of the unsharded
+    ///         `step_examples` with the same seed, bit for bit. The stream checks the factors'
+    ///         count and range, not that they are the whole examples' (privacy rests on the
+    ///         caller, as for `step`'s `clip`).
     #[pyo3(signature = (examples, *, clips=None))]
     fn step_examples<'py>(
         &mut self,
@@ -601,11 +649,14 @@ impl Stream {
         Ok(PyBytes::new(py, out.get(..len).unwrap_or(&[])))
     }
 
-    /// Loads a checkpoint (`bytes`, `bytearray` or `memoryview`) into this fresh stream (same
-    /// mechanism, `dim`, shard and seed as the stream that wrote it). `released`: the steps
-    /// already released (`0 ≤ released < 2³²`), as the caller keeps them in durable storage; a
-    /// checkpoint behind it is refused, since computing its later steps again would release
-    /// them twice. Raises `StreamError` with the stream unchanged.
+    /// Loads a checkpoint into this fresh stream (same mechanism, `dim`, shard and seed as the
+    /// stream that wrote it). Raises `StreamError` with the stream unchanged.
+    ///
+    /// Args:
+    ///     checkpoint: the state `checkpoint` returned, `bytes`, `bytearray` or `memoryview`.
+    ///     released: the steps already released, as the caller keeps them in durable storage, an
+    ///         integer in 0..2³² (keyword only, required); a checkpoint behind it is refused, since
+    ///         computing its later steps again would release them twice.
     #[pyo3(signature = (checkpoint, *, released))]
     fn restore(
         &mut self,

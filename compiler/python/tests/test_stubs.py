@@ -1,6 +1,6 @@
 """The type stubs (`mfc/_mfc.pyi`) list exactly the extension module's public names, classes'
-members included; `mfc` exports those and the pure-Python ones (`mfc.sampling`, typed inline);
-and every public name has a docstring (`mfc.training` too; the framework modules are checked by
+members included; `mfc` exports those and the pure-Python ones (`mfc.sampling`, `mfc.training`,
+typed inline); and every public name has a docstring (the framework modules are checked by
 `test_docs.py`)."""
 
 import ast

@@ -68,9 +68,9 @@ class CyclicPoissonSampling:
     amplified BandMF and DP-SGD are accounted for.
 
     ``num_examples`` (N >= 1) examples, indexed ``0..N-1``, are assigned to ``cycle_length``
-    (b̂, ``1 <= b̂ <= iterations``) groups; step ``i`` (``0 <= i < iterations``, at most
-    2**32 - 1) includes each example of group ``i mod b̂`` independently with probability
-    ``sampling_prob`` (q in (0, 1]) and no other example. Each example's group is drawn
+    (b̂, ``1 <= b̂ <= iterations``) groups; of the ``iterations`` steps (at most 2**32 - 1),
+    step ``i`` (``0 <= i < iterations``) includes each example of group ``i mod b̂``
+    independently with probability ``sampling_prob`` (q in (0, 1]) and no other example. Each example's group is drawn
     uniformly at random and independently of every other example (jax_privacy's
     ``PartitionType.INDEPENDENT``): this is what the accounting assumes under add-remove
     neighbours, since adding or removing one example leaves the others' groups as they were. A

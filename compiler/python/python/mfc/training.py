@@ -51,8 +51,9 @@ class GradientPrivatizer:
     plus this step's correlated noise. A shard (``Stream(..., shard=(start, end))``) takes its
     coordinates of every example and the examples' whole-row clip factors (``clips``).
 
-    The stream must release prefix sums (``Stream.releases_prefix_sums``) or be a BandMF stream;
-    anything else is refused (``ValueError``) when the privatizer is made.
+    ``stream``: the ``Stream`` the noise comes from (its mechanism, seed and shard). It must
+    release prefix sums (``Stream.releases_prefix_sums``) or be a BandMF stream; anything else
+    is refused (``ValueError``) when the privatizer is made, another type with ``TypeError``.
     """
 
     def __init__(self, stream: Stream) -> None:
@@ -89,9 +90,9 @@ class GradientPrivatizer:
         examples: npt.NDArray[np.float32],
         clips: Optional[npt.NDArray[np.float32]] = None,
     ) -> npt.NDArray[np.float32]:
-        """``ĝ_t`` of one step from its ``(m, d)`` float32 per-example gradients (see the
-        class). ``clips``: the ``m`` whole-row clip factors (``mfc.clip_factor`` of each whole
-        example), required by a shard and refused otherwise. A refusal (``TypeError`` for
+        """``ĝ_t`` of one step from ``examples``, its ``(m, d)`` float32 per-example gradients
+        (see the class). ``clips``: the ``m`` whole-row clip factors (``mfc.clip_factor`` of
+        each whole example), required by a shard and refused otherwise. A refusal (``TypeError`` for
         another dtype, ``mfc.MfcError`` for a shape, a non-finite value or a finished stream)
         leaves the privatizer unchanged."""
         if clips is None:
