@@ -38,7 +38,7 @@ fi
 "$venv/bin/pip" install -q "./compiler/python[test]"
 
 section "python: the training frameworks (.ci/training-requirements.txt: torch, opacus, jax, optax, flwr, scikit-learn)"
-# Into the same virtualenv, from pip's cache when warm (PIP_CACHE_DIR, by default ~/.cache/pip).
+# Into the same virtualenv (torch from PyPI brings its CUDA wheels: about 6 GB, 2-5 minutes).
 "$venv/bin/pip" install -q -r .ci/training-requirements.txt
 
 section "python: the forged-blob suite (issue 27) for the front-door tests"
@@ -54,12 +54,10 @@ section "python: examples (each checks its own claims)"
 for example in compiler/python/examples/*.py; do
   "$venv/bin/python" "$example"
 done
-if [ -f compiler/python/bench/digits.py ]; then
-  section "python: bench/digits.py --quick"
-  "$venv/bin/python" compiler/python/bench/digits.py --quick
-fi
+section "python: bench/digits.py --quick (Opacus DP-SGD and mfc on load_digits: equal ε, above chance, DPFTRLOptimizer = the hand loop)"
+"$venv/bin/python" compiler/python/bench/digits.py --quick
 
-section "python: the README's Python example"
+section "python: the README's Python examples (From Python, Train with mfc)"
 sed -n '/^## From Python/,/^## Layout/p' README.md | awk '/^```python/{f=1;next}/^```/{f=0}f' \
   > "$scratch/readme.py"
 test -s "$scratch/readme.py"
