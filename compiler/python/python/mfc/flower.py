@@ -174,7 +174,8 @@ class ParticipationSampler:
         candidates = np.flatnonzero(mask)
         if candidates.size < self.clients_per_round:
             raise ValueError(
-                f"round {round_index}: {candidates.size} of num_clients={self.num_clients} "
+                f"round {round_index} (Flower's server_round {round_index + 1}): "
+                f"{candidates.size} of num_clients={self.num_clients} "
                 f"clients are eligible under {self.kind} (k={self.max_participations}, "
                 f"b={self.separation}), clients_per_round={self.clients_per_round} needed"
             )
@@ -279,6 +280,13 @@ class DifferentialPrivacyServerSideCorrelatedNoise(Strategy):
             raise ValueError(
                 f"server_round={server_round}: the stream has released {step} steps, so the "
                 f"next round is {step + 1}"
+            )
+        horizon = self.privatizer.stream.horizon
+        if server_round > horizon:
+            raise ValueError(
+                f"server_round={server_round}: the blob has {horizon} steps (one per round, "
+                f"compiled with steps={horizon}); run at most num_rounds={horizon} "
+                "(ServerConfig), or compile the blob with more steps"
             )
         arrays = parameters_to_ndarrays(parameters)
         self._check_arrays("the global model", arrays, None)

@@ -139,6 +139,15 @@ def shard_bounds(dim: int, world_size: int) -> list[tuple[int, int]]:
     return bounds
 
 
+def _is_opacus_dp_optimizer(optimizer: Any) -> bool:
+    """Whether ``optimizer`` is one of Opacus' ``DPOptimizer`` classes (which clip and noise
+    ``p.grad_sample`` themselves in ``step``), without importing Opacus."""
+    return any(
+        cls.__module__.startswith("opacus.") and cls.__name__ == "DPOptimizer"
+        for cls in type(optimizer).__mro__
+    )
+
+
 def _workload_momentum(mechanism: Mechanism) -> Optional[float]:
     """The ``β`` of a ``momentum:β`` blob, ``None`` for any other workload."""
     found = _MOMENTUM.search(str(mechanism.report.get("workload", "")))
@@ -163,7 +172,11 @@ class DPFTRLOptimizer(torch.optim.Optimizer):
 
     A ``momentum:β`` blob expects ``torch.optim.SGD`` with ``momentum=β`` (and the blob's
     learning-rate schedule); another momentum, dampening or Nesterov gives a ``UserWarning``:
-    still private (post-processing), not the error the blob was optimized for.
+    still private (post-processing), not the error the blob was optimized for. So does an
+    optimizer other than ``torch.optim.SGD`` (Adam, ...) for a prefix-sum or ``momentum:β``
+    blob. An Opacus ``DPOptimizer`` (``PrivacyEngine.make_private``) is refused
+    (``TypeError``): it clips and noises ``p.grad_sample`` itself and would overwrite mfc's
+    noisy gradient; wrap its ``original_optimizer`` and keep the ``GradSampleModule``.
     """
 
     def __init__(
@@ -190,6 +203,13 @@ class DPFTRLOptimizer(torch.optim.Optimizer):
             )
         if not isinstance(mechanism, Mechanism):
             raise TypeError(f"mechanism: expected an mfc.Mechanism, got {type(mechanism).__name__}")
+        if _is_opacus_dp_optimizer(optimizer):
+            raise TypeError(
+                f"optimizer: an Opacus {type(optimizer).__name__} (from "
+                "PrivacyEngine.make_private) clips and adds its own noise and would overwrite mfc's noisy gradient; wrap its "
+                "plain optimizer instead (optimizer.original_optimizer) and keep the model in "
+                "opacus.GradSampleModule (make_private is not needed)"
+            )
         if loss_reduction not in ("mean", "sum"):
             raise ValueError(f"loss_reduction={loss_reduction!r}: expected 'mean' or 'sum'")
         if loss_reduction == "mean":
@@ -309,15 +329,31 @@ class DPFTRLOptimizer(torch.optim.Optimizer):
 
     def _check_momentum(self) -> None:
         beta = _workload_momentum(self.mechanism)
-        if beta is None or not isinstance(self.original_optimizer, torch.optim.SGD):
+        workload = (
+            "the prefix sum (DP-FTRL: plain SGD)"
+            if beta is None
+            else f"momentum:{beta} (heavy-ball momentum {beta})"
+        )
+        if not isinstance(self.original_optimizer, torch.optim.SGD):
+            if self.privatizer.stream.releases_prefix_sums or beta is not None:
+                warnings.warn(
+                    f"the blob's workload is {workload}, the wrapped optimizer is "
+                    f"{type(self.original_optimizer).__name__}: still private (post-processing), "
+                    "but not the workload the noise was optimized for "
+                    f"(use torch.optim.SGD(momentum={0.0 if beta is None else beta}))",
+                    UserWarning,
+                    stacklevel=3,
+                )
             return
+        if beta is None:
+            return  # DP-FTRL with or without momentum (Kairouz et al. 2021): either is usual
         for i, group in enumerate(self.param_groups):
             momentum = group.get("momentum", 0.0)
             dampening = group.get("dampening", 0.0)
             nesterov = group.get("nesterov", False)
             if momentum != beta or dampening != 0 or nesterov:
                 warnings.warn(
-                    f"the blob's workload is momentum:{beta} (heavy-ball momentum {beta}), the "
+                    f"the blob's workload is {workload}, the "
                     f"SGD's param_groups[{i}] has momentum={momentum}, dampening={dampening}, "
                     f"nesterov={nesterov}: still private (post-processing), but not the "
                     f"workload the noise was optimized for (use SGD(momentum={beta}))",

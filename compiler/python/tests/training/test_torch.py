@@ -171,6 +171,25 @@ def test_momentum_mismatch_warns_and_keywords_refused(blobs):
     assert all(torch.equal(a, b) for a, b in zip(before, net.parameters()))
 
 
+def test_opacus_dp_optimizer_refused_and_other_optimizers_warn(blobs):
+    """Opacus' ``DPOptimizer`` (``make_private``) would clip and noise ``p.grad_sample`` again
+    and overwrite mfc's ``ĝ``: refused naming ``original_optimizer``, nothing stepped. An
+    optimizer other than SGD warns for a prefix-sum and a momentum blob, naming both."""
+    net = opacus.GradSampleModule(runs.model())
+    dp = opacus.optimizers.DPOptimizer(torch.optim.SGD(net.parameters(), lr=0.1),
+                                       noise_multiplier=1.0, max_grad_norm=1.0,
+                                       expected_batch_size=4)
+    with pytest.raises(TypeError, match=r"Opacus DPOptimizer.*original_optimizer"):
+        mt.DPFTRLOptimizer(dp, blobs["prefix-banded"], expected_batch_size=4)
+    # Its unwrapped optimizer is accepted.
+    mt.DPFTRLOptimizer(dp.original_optimizer, blobs["prefix-banded"], expected_batch_size=4)
+    for name, expected in (("prefix-banded", r"prefix sum.*Adam.*SGD\(momentum=0.0\)"),
+                           ("bandmf-momentum", r"momentum:0.9.*Adam.*SGD\(momentum=0.9\)")):
+        with pytest.warns(UserWarning, match=expected):
+            mt.DPFTRLOptimizer(torch.optim.Adam(net.parameters(), lr=0.1), blobs[name],
+                               expected_batch_size=4)
+
+
 def test_zero_grad_clears_grad_sample_and_checkpoint_continues(blobs):
     data = runs.batches(20, [BATCH, 5])
     expected, _ = optimizer_run(blobs["bandmf-momentum"], data, momentum=0.9)
