@@ -113,6 +113,9 @@ def test_a_state_of_another_dimension_or_one_behind_is_refused(mechanisms):
     with pytest.raises(ValueError, match="row_dim=7.*row_dim=8"):
         other.load_state_dict(state)
     behind = mfc.GradientPrivatizer(mfc.Stream(mechanism, DIM, seed=SEED))
+    # released is required: the state's own count cannot tell a stale state.
+    with pytest.raises(ValueError, match=r"released=None.*released=3"):
+        behind.load_state_dict(state)
     with pytest.raises(mfc.StreamError):
         behind.load_state_dict(state, released=5)
     # The refused restore left the privatizer fresh: it restores the state now.

@@ -496,8 +496,10 @@ class DPFTRLOptimizer(torch.optim.Optimizer):
     ) -> None:
         """Continues from ``state_dict`` on this fresh optimizer (same mechanism and seed).
         A checkpoint of another world size or rank is refused (``ValueError`` naming both):
-        each rank's noise state is of its own shard. ``released``: the steps already released
-        as kept in durable storage (``GradientPrivatizer.load_state_dict``)."""
+        each rank's noise state is of its own shard. ``released`` (required; ``None`` is
+        refused): the steps already released as kept in durable storage
+        (``GradientPrivatizer.load_state_dict``), so that a stale checkpoint is refused rather
+        than replayed."""
         ours = state_dict["mfc"]
         for key, mine in (("world_size", self.world_size), ("rank", self.rank), ("dim", self.dim)):
             if ours.get(key) != mine:

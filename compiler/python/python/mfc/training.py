@@ -120,8 +120,10 @@ class GradientPrivatizer:
         mechanism, seed, dimension and shard; another shard or dimension is refused with
         ``ValueError`` naming both). ``released``: the steps already released as the caller
         keeps them in durable storage; a state behind it is refused (``Stream.restore``), since
-        replaying its later steps would release them twice. Without it, the state's own count
-        is used, which cannot detect a stale state."""
+        replaying its later steps would release them twice. It is required, as by
+        ``Stream.restore`` (``released=None`` is refused with ``ValueError``): the state's own
+        count cannot detect a stale state; pass ``released=state["steps_released"]`` by name
+        only when this state is known to be the latest."""
         for key, mine in (("row_dim", self._stream.row_dim), ("shard", self._stream.shard)):
             theirs = state.get(key)
             if isinstance(theirs, list):
@@ -136,6 +138,12 @@ class GradientPrivatizer:
             raise ValueError(
                 f"load_state_dict: 'previous' has {previous.size} values, expected {self.dim}"
             )
-        steps = int(state["steps_released"])
-        self._stream.restore(state["checkpoint"], released=steps if released is None else released)
+        if released is None:
+            raise ValueError(
+                "load_state_dict: released=None; pass released=N, the steps already released as "
+                "kept in durable storage (a stale state, behind N, is then refused rather than "
+                f"replayed), or released={int(state['steps_released'])} (the state's own count) "
+                "if this state is known to be the latest"
+            )
+        self._stream.restore(state["checkpoint"], released=released)
         self._previous = previous.copy()
