@@ -35,13 +35,14 @@ Choices:
   noise) is divided by ``clients_per_round`` (the number sampled, not the number that answered),
   then ``v ← server_momentum·v + ĝ_t / clients_per_round`` and ``θ ← θ + server_learning_rate·v``
   in float32 (FedAvgM's names; ``server_momentum = β`` for a BandMF ``momentum:β`` blob, 0 for
-  DP-FTRL). A client that fails contributes nothing; the round still takes its step.
+  DP-FTRL; another ``server_momentum`` for a ``momentum:β`` blob gives a ``UserWarning``). A client that fails contributes nothing; the round still takes its step.
 - Client parameters must be float32 arrays of the global model's shapes (``TypeError`` /
   ``ValueError`` naming the array otherwise).
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any, Optional, Union
 
@@ -61,7 +62,7 @@ from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import Strategy
 
 from ._mfc import Mechanism
-from .training import GradientPrivatizer
+from .training import GradientPrivatizer, _workload_momentum
 
 __all__ = ["DifferentialPrivacyServerSideCorrelatedNoise", "ParticipationSampler"]
 
@@ -234,17 +235,39 @@ class DifferentialPrivacyServerSideCorrelatedNoise(Strategy):
         stream = privatizer.stream
         if stream.shard is not None:
             raise ValueError(f"privatizer: a shard {stream.shard}; the server needs the whole model")
-        theirs = (stream.horizon, stream.form, stream.privacy["participation"])
-        mine = (mechanism.steps, mechanism.form, mechanism.report["participation"])
+        theirs = (
+            stream.horizon,
+            stream.form,
+            stream.privacy["participation"],
+            stream.privacy["blob_noise_multiplier"],
+            stream.clip_norm,
+        )
+        mine = (
+            mechanism.steps,
+            mechanism.form,
+            mechanism.report["participation"],
+            mechanism.report["noise_multiplier"],
+            mechanism.report["clip_norm"],
+        )
         if theirs != mine:
             raise ValueError(
-                f"privatizer: its stream (steps, form, participation) = {theirs!r}, the "
-                f"mechanism's {mine!r}: make the privatizer's Stream from this mechanism"
+                "privatizer: its stream's blob (steps, form, participation, noise_multiplier, "
+                f"clip_norm) = {theirs!r}, the mechanism's {mine!r}: make the privatizer's "
+                "Stream from this mechanism"
             )
         if not 0.0 <= float(server_momentum) < 1.0:
             raise ValueError(f"server_momentum={server_momentum}: expected a number in [0, 1)")
         if not float(server_learning_rate) > 0.0:
             raise ValueError(f"server_learning_rate={server_learning_rate}: expected a number > 0")
+        beta = _workload_momentum(mechanism)
+        if beta is not None and float(server_momentum) != beta:
+            warnings.warn(
+                f"the blob's workload is momentum:{beta} (heavy-ball momentum {beta}), "
+                f"server_momentum={server_momentum}: still private (post-processing), but not "
+                f"the workload the noise was optimized for (use server_momentum={beta})",
+                UserWarning,
+                stacklevel=2,
+            )
         self.strategy = strategy
         self.privatizer = privatizer
         self.sampler = ParticipationSampler.from_mechanism(

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional, Union
@@ -42,14 +41,9 @@ import numpy.typing as npt
 import torch
 
 from ._mfc import Mechanism, Stream
-from .training import GradientPrivatizer
+from .training import GradientPrivatizer, _workload_momentum
 
 __all__ = ["DPFTRLOptimizer", "as_array", "flatten_grad_samples", "shard_bounds"]
-
-# A blob's workload as its report names it: "momentum:0.9" (compiled in this process), or
-# "custom (momentum 0.9, cooldown 10:0.1)" (read from bytes: the compiler's `Workload::label`).
-_MOMENTUM = re.compile(r"momentum[ :]([0-9.eE+-]+)")
-
 
 def _check_tensor(tensor: Any, name: str) -> torch.Tensor:
     """``tensor`` if it is a strided CPU float32 tensor, else the refusal naming the fix."""
@@ -146,12 +140,6 @@ def _is_opacus_dp_optimizer(optimizer: Any) -> bool:
         cls.__module__.startswith("opacus.") and cls.__name__ == "DPOptimizer"
         for cls in type(optimizer).__mro__
     )
-
-
-def _workload_momentum(mechanism: Mechanism) -> Optional[float]:
-    """The ``β`` of a ``momentum:β`` blob, ``None`` for any other workload."""
-    found = _MOMENTUM.search(str(mechanism.report.get("workload", "")))
-    return float(found.group(1)) if found else None
 
 
 class DPFTRLOptimizer(torch.optim.Optimizer):

@@ -32,14 +32,26 @@ neighbouring relation (``Stream.privacy``).
 
 from __future__ import annotations
 
+import re
 from typing import Any, Optional
 
 import numpy as np
 import numpy.typing as npt
 
-from ._mfc import Stream
+from ._mfc import Mechanism, Stream
 
 __all__ = ["GradientPrivatizer"]
+
+# A blob's workload as its report names it: "momentum:0.9" (compiled in this process), or
+# "custom (momentum 0.9, cooldown 10:0.1)" (read from bytes: the compiler's `Workload::label`).
+_MOMENTUM = re.compile(r"momentum[ :]([0-9.eE+-]+)")
+
+
+def _workload_momentum(mechanism: Mechanism) -> Optional[float]:
+    """The ``β`` of a ``momentum:β`` blob, ``None`` for any other workload (the framework
+    wrappers warn when their optimizer's momentum is not the blob's)."""
+    found = _MOMENTUM.search(str(mechanism.report.get("workload", "")))
+    return float(found.group(1)) if found else None
 
 
 class GradientPrivatizer:

@@ -310,6 +310,26 @@ def test_strategy_refusals():
     assert privatizer.steps_released == 0
 
 
+def test_a_privatizer_of_another_blob_refused_and_server_momentum_checked():
+    """The privatizer's stream must be the mechanism's blob: one of the same steps, form and
+    schema but another noise multiplier (ε = 40 against 4) is refused naming both. A
+    ``momentum:β`` blob with another ``server_momentum`` warns, naming both."""
+    weak = mfc.compile(steps=4, form="bandmf", bands=2, epsilon=40.0, delta=1e-6,
+                       progress=False)
+    strong = mfc.compile(steps=4, form="bandmf", bands=2, epsilon=4.0, delta=1e-6,
+                         progress=False)
+    with pytest.raises(ValueError, match=r"noise_multiplier, clip_norm\).*this mechanism"):
+        DifferentialPrivacyServerSideCorrelatedNoise(
+            FedAvg(), strong, mfc.GradientPrivatizer(mfc.Stream(weak, DIM, seed=SEED)),
+            num_clients=4, clients_per_round=2)
+    momentum = mfc.compile(steps=4, form="bandmf", bands=2, workload="momentum:0.9",
+                           epsilon=4.0, delta=1e-6, progress=False)
+    with pytest.warns(UserWarning, match=r"momentum:0.9.*server_momentum=0.0.*server_momentum=0.9"):
+        DifferentialPrivacyServerSideCorrelatedNoise(
+            FedAvg(), momentum, mfc.GradientPrivatizer(mfc.Stream(momentum, DIM, seed=SEED)),
+            num_clients=4, clients_per_round=2)
+
+
 def test_round_beyond_the_horizon_refused_before_sampling():
     """A round past the blob's steps is refused in ``configure_fit`` naming ``steps`` and
     ``num_rounds``, before any client is sampled (the record stays that of the rounds run)."""
