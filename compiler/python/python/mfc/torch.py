@@ -259,6 +259,7 @@ class DPFTRLOptimizer(torch.optim.Optimizer):
             sampler=sampler,
         )
         self.privatizer = GradientPrivatizer(stream)
+        self._seeded = seed is not None
         self._check_momentum()
 
     # --- the wrapped optimizer's state, as Opacus' DPOptimizer exposes it -------------------
@@ -482,12 +483,20 @@ class DPFTRLOptimizer(torch.optim.Optimizer):
     def load_state_dict(  # type: ignore[override]
         self, state_dict: Mapping[str, Any], *, released: Optional[int] = None
     ) -> None:
-        """Continues from ``state_dict`` on this fresh optimizer (same mechanism and seed).
+        """Continues from ``state_dict`` on this fresh optimizer (same mechanism and seed;
+        an optimizer made with ``seed=None`` is refused, ``ValueError``: its stream is another).
         A checkpoint of another world size or rank is refused (``ValueError`` naming both):
         each rank's noise state is of its own shard. ``released`` (required; ``None`` is
         refused): the steps already released as kept in durable storage
         (``GradientPrivatizer.load_state_dict``), so that a stale checkpoint is refused rather
         than replayed."""
+        if not self._seeded:
+            raise ValueError(
+                "load_state_dict: this optimizer was made with seed=None (OS entropy), and a "
+                "checkpoint continues only the stream of the seed it was made with: make the "
+                "optimizer with that seed= (to restart a run, draw its seed once, e.g. "
+                "secrets.token_hex(32), and keep it as secret as the checkpoint)"
+            )
         ours = state_dict["mfc"]
         for key, mine in (("world_size", self.world_size), ("rank", self.rank), ("dim", self.dim)):
             if ours.get(key) != mine:

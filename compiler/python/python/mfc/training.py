@@ -38,7 +38,7 @@ from typing import Any, Optional
 import numpy as np
 import numpy.typing as npt
 
-from ._mfc import Mechanism, Stream
+from ._mfc import Mechanism, Stream, StreamError
 
 __all__ = ["GradientPrivatizer"]
 
@@ -105,7 +105,15 @@ class GradientPrivatizer:
         class). ``clips``: the ``m`` whole-row clip factors (``mfc.clip_factor`` of each whole
         example), required by a shard and refused otherwise. A refusal (``TypeError`` for
         another dtype, ``mfc.MfcError`` for a shape, a non-finite value or a finished stream)
-        leaves the privatizer unchanged."""
+        leaves the privatizer unchanged; past the blob's horizon, the ``StreamError`` names the
+        ``steps`` it was compiled with."""
+        horizon = self._stream.horizon
+        if self._stream.steps_released >= horizon:
+            raise StreamError(
+                f"privatize: all {horizon} steps have been released: the blob was compiled with "
+                f"steps={horizon} (one per training step); a longer training needs a blob "
+                "compiled with more steps (mfc.compile(steps=...))"
+            )
         if clips is None:
             release = self._stream.step_examples(examples)
         else:

@@ -211,6 +211,12 @@ def test_zero_grad_clears_grad_sample_and_checkpoint_continues(blobs):
         fresh.zero_grad()
         fresh.step(grad_samples=runs.per_example_grads(net, x, y))
     assert torch.equal(torch.cat([p.detach().reshape(-1) for p in net.parameters()]), expected)
+    # An optimizer without the seed (OS entropy) cannot continue it: refused naming seed=.
+    unseeded = mt.DPFTRLOptimizer(torch.optim.SGD(net.parameters(), lr=runs.LR, momentum=0.9),
+                                  blobs["bandmf-momentum"], expected_batch_size=BATCH)
+    with pytest.raises(ValueError, match=r"seed=None.*seed="):
+        unseeded.load_state_dict(saved, released=8)
+    assert unseeded.steps_released == 0
     saved["mfc"]["world_size"] = 2
     again = mt.DPFTRLOptimizer(torch.optim.SGD(net.parameters(), lr=runs.LR, momentum=0.9),
                                blobs["bandmf-momentum"], expected_batch_size=BATCH, seed=SEED)
