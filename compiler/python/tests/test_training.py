@@ -113,8 +113,23 @@ def test_a_state_of_another_dimension_or_one_behind_is_refused(mechanisms):
     with pytest.raises(ValueError, match="row_dim=7.*row_dim=8"):
         other.load_state_dict(state)
     behind = mfc.GradientPrivatizer(mfc.Stream(mechanism, DIM, seed=SEED))
+    # released is required: the state's own count cannot tell a stale state.
+    with pytest.raises(ValueError, match=r"released=None.*released=3"):
+        behind.load_state_dict(state)
     with pytest.raises(mfc.StreamError):
         behind.load_state_dict(state, released=5)
     # The refused restore left the privatizer fresh: it restores the state now.
     behind.load_state_dict(state, released=3)
     assert behind.steps_released == 3
+
+
+def test_past_the_horizon_the_refusal_names_the_steps(mechanisms):
+    """A training longer than the blob: the refusal names ``steps=`` (the compile option),
+    the privatizer unchanged."""
+    mechanism = mechanisms["banded"]
+    privatizer = mfc.GradientPrivatizer(mfc.Stream(mechanism, DIM, seed=SEED))
+    for x in batches(mechanism.steps, seed=3):
+        privatizer.privatize(x)
+    with pytest.raises(mfc.StreamError, match=f"compiled with steps={mechanism.steps}"):
+        privatizer.privatize(batches(1, seed=4)[0])
+    assert privatizer.steps_released == mechanism.steps

@@ -39,13 +39,14 @@ Choices:
   noise) is divided by ``clients_per_round`` (the number sampled, not the number that answered),
   then ``v ← server_momentum·v + ĝ_t / clients_per_round`` and ``θ ← θ + server_learning_rate·v``
   in float32 (FedAvgM's names; ``server_momentum = β`` for a BandMF ``momentum:β`` blob, 0 for
-  DP-FTRL). A client that fails contributes nothing; the round still takes its step.
+  DP-FTRL; another ``server_momentum`` for a ``momentum:β`` blob gives a ``UserWarning``). A client that fails contributes nothing; the round still takes its step.
 - Client parameters must be float32 arrays of the global model's shapes (``TypeError`` /
   ``ValueError`` naming the array otherwise).
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from typing import Any, Optional, Union
 
@@ -65,7 +66,7 @@ from flwr.server.client_proxy import ClientProxy
 from flwr.server.strategy import Strategy
 
 from ._mfc import Mechanism
-from .training import GradientPrivatizer
+from .training import GradientPrivatizer, _workload_momentum
 
 __all__ = ["DifferentialPrivacyServerSideCorrelatedNoise", "ParticipationSampler"]
 
@@ -178,7 +179,8 @@ class ParticipationSampler:
         candidates = np.flatnonzero(mask)
         if candidates.size < self.clients_per_round:
             raise ValueError(
-                f"round {round_index}: {candidates.size} of num_clients={self.num_clients} "
+                f"round {round_index} (Flower's server_round {round_index + 1}): "
+                f"{candidates.size} of num_clients={self.num_clients} "
                 f"clients are eligible under {self.kind} (k={self.max_participations}, "
                 f"b={self.separation}), clients_per_round={self.clients_per_round} needed"
             )
@@ -237,17 +239,39 @@ class DifferentialPrivacyServerSideCorrelatedNoise(Strategy):
         stream = privatizer.stream
         if stream.shard is not None:
             raise ValueError(f"privatizer: a shard {stream.shard}; the server needs the whole model")
-        theirs = (stream.horizon, stream.form, stream.privacy["participation"])
-        mine = (mechanism.steps, mechanism.form, mechanism.report["participation"])
+        theirs = (
+            stream.horizon,
+            stream.form,
+            stream.privacy["participation"],
+            stream.privacy["blob_noise_multiplier"],
+            stream.clip_norm,
+        )
+        mine = (
+            mechanism.steps,
+            mechanism.form,
+            mechanism.report["participation"],
+            mechanism.report["noise_multiplier"],
+            mechanism.report["clip_norm"],
+        )
         if theirs != mine:
             raise ValueError(
-                f"privatizer: its stream (steps, form, participation) = {theirs!r}, the "
-                f"mechanism's {mine!r}: make the privatizer's Stream from this mechanism"
+                "privatizer: its stream's blob (steps, form, participation, noise_multiplier, "
+                f"clip_norm) = {theirs!r}, the mechanism's {mine!r}: make the privatizer's "
+                "Stream from this mechanism"
             )
         if not 0.0 <= float(server_momentum) < 1.0:
             raise ValueError(f"server_momentum={server_momentum}: expected a number in [0, 1)")
         if not float(server_learning_rate) > 0.0:
             raise ValueError(f"server_learning_rate={server_learning_rate}: expected a number > 0")
+        beta = _workload_momentum(mechanism)
+        if beta is not None and float(server_momentum) != beta:
+            warnings.warn(
+                f"the blob's workload is momentum:{beta} (heavy-ball momentum {beta}), "
+                f"server_momentum={server_momentum}: still private (post-processing), but not "
+                f"the workload the noise was optimized for (use server_momentum={beta})",
+                UserWarning,
+                stacklevel=2,
+            )
         self.strategy = strategy
         self.privatizer = privatizer
         self.sampler = ParticipationSampler.from_mechanism(
@@ -283,6 +307,13 @@ class DifferentialPrivacyServerSideCorrelatedNoise(Strategy):
             raise ValueError(
                 f"server_round={server_round}: the stream has released {step} steps, so the "
                 f"next round is {step + 1}"
+            )
+        horizon = self.privatizer.stream.horizon
+        if server_round > horizon:
+            raise ValueError(
+                f"server_round={server_round}: the blob has {horizon} steps (one per round, "
+                f"compiled with steps={horizon}); run at most num_rounds={horizon} "
+                "(ServerConfig), or compile the blob with more steps"
             )
         arrays = parameters_to_ndarrays(parameters)
         self._check_arrays("the global model", arrays, None)

@@ -14,10 +14,15 @@ Choices:
 - **The host stream.** The noise comes from mfc's runtime on the host (``Stream``), reached with
   ``jax.experimental.io_callback(..., ordered=True)``: ``update`` works eagerly and inside
   ``jax.jit``, each call runs exactly one step of the stream, in program order. ``jax.vmap`` of
-  ``update`` is refused by JAX itself (``ValueError: Cannot vmap ordered IO callback``), and so
-  is ``jax.pmap`` (ordered effects are not supported there): one stream is one sequence of steps.
-  Do not differentiate through ``update``. The per-example gradients travel to the host and ``ĝ``
-  back (``(m, D)`` and ``(D,)`` float32, CPU: no copy of consequence).
+  ``update`` is refused by JAX itself (``ValueError: Cannot vmap ordered IO callback``). Do not
+  ``jax.pmap`` it either: JAX runs it (jax 0.10), each device calling the host once, so on one
+  device it is one step and on several the first device's call takes a step with its part of
+  the batch only and the others are refused by the step count (below), the stream advanced:
+  one stream is one sequence of steps. Do not differentiate through ``update``. The
+  per-example gradients travel to the host and ``ĝ`` back (``(m, D)`` and ``(D,)`` float32,
+  CPU: no copy of consequence). Under ``jax.jit`` a refusal on the host (a finished stream, a
+  count out of step) reaches the caller as ``jax.errors.JaxRuntimeError`` carrying mfc's
+  message, not as ``mfc.StreamError``.
 - **Input.** ``update(updates, state)`` takes the *per-example* gradients: a pytree whose leaves
   each have the leading batch axis ``m`` (e.g. ``jax.vmap(jax.grad(loss), (None, 0, 0))``). They
   are flattened in ``jax.tree_util`` leaf order, each leaf's trailing axes in C order, into the
@@ -129,7 +134,8 @@ def matrix_factorization_privatizer(
             elif leaf.shape[0] != m:
                 raise ValueError(
                     f"matrix_factorization_privatizer: leaf {name} has {leaf.shape[0]} examples, "
-                    f"the first leaf {m}"
+                    f"the first leaf {m}; pass per-example gradients, every leaf with the "
+                    "leading batch axis (e.g. jax.vmap(jax.grad(loss), in_axes=(None, 0, 0)))"
                 )
         shapes = [leaf.shape[1:] for _, leaf in paths_leaves]
         sizes = [int(np.prod(s, dtype=np.int64)) for s in shapes]

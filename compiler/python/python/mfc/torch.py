@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import re
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional, Union
@@ -42,14 +41,9 @@ import numpy.typing as npt
 import torch
 
 from ._mfc import Mechanism, Stream
-from .training import GradientPrivatizer
+from .training import GradientPrivatizer, _workload_momentum
 
 __all__ = ["DPFTRLOptimizer", "as_array", "flatten_grad_samples", "shard_bounds"]
-
-# A blob's workload as its report names it: "momentum:0.9" (compiled in this process), or
-# "custom (momentum 0.9, cooldown 10:0.1)" (read from bytes: the compiler's `Workload::label`).
-_MOMENTUM = re.compile(r"momentum[ :]([0-9.eE+-]+)")
-
 
 def _check_tensor(tensor: Any, name: str) -> torch.Tensor:
     """``tensor`` if it is a strided CPU float32 tensor, else the refusal naming the fix."""
@@ -139,10 +133,13 @@ def shard_bounds(dim: int, world_size: int) -> list[tuple[int, int]]:
     return bounds
 
 
-def _workload_momentum(mechanism: Mechanism) -> Optional[float]:
-    """The ``β`` of a ``momentum:β`` blob, ``None`` for any other workload."""
-    found = _MOMENTUM.search(str(mechanism.report.get("workload", "")))
-    return float(found.group(1)) if found else None
+def _is_opacus_dp_optimizer(optimizer: Any) -> bool:
+    """Whether ``optimizer`` is one of Opacus' ``DPOptimizer`` classes (which clip and noise
+    ``p.grad_sample`` themselves in ``step``), without importing Opacus."""
+    return any(
+        cls.__module__.startswith("opacus.") and cls.__name__ == "DPOptimizer"
+        for cls in type(optimizer).__mro__
+    )
 
 
 class DPFTRLOptimizer(torch.optim.Optimizer):
@@ -163,7 +160,11 @@ class DPFTRLOptimizer(torch.optim.Optimizer):
 
     A ``momentum:β`` blob expects ``torch.optim.SGD`` with ``momentum=β`` (and the blob's
     learning-rate schedule); another momentum, dampening or Nesterov gives a ``UserWarning``:
-    still private (post-processing), not the error the blob was optimized for.
+    still private (post-processing), not the error the blob was optimized for. So does an
+    optimizer other than ``torch.optim.SGD`` (Adam, ...) for a prefix-sum or ``momentum:β``
+    blob. An Opacus ``DPOptimizer`` (``PrivacyEngine.make_private``) is refused
+    (``TypeError``): it clips and noises ``p.grad_sample`` itself and would overwrite mfc's
+    noisy gradient; wrap its ``original_optimizer`` and keep the ``GradSampleModule``.
     """
 
     def __init__(
@@ -190,6 +191,13 @@ class DPFTRLOptimizer(torch.optim.Optimizer):
             )
         if not isinstance(mechanism, Mechanism):
             raise TypeError(f"mechanism: expected an mfc.Mechanism, got {type(mechanism).__name__}")
+        if _is_opacus_dp_optimizer(optimizer):
+            raise TypeError(
+                f"optimizer: an Opacus {type(optimizer).__name__} (from "
+                "PrivacyEngine.make_private) clips and adds its own noise and would overwrite mfc's noisy gradient; wrap its "
+                "plain optimizer instead (optimizer.original_optimizer) and keep the model in "
+                "opacus.GradSampleModule (make_private is not needed)"
+            )
         if loss_reduction not in ("mean", "sum"):
             raise ValueError(f"loss_reduction={loss_reduction!r}: expected 'mean' or 'sum'")
         if loss_reduction == "mean":
@@ -251,6 +259,7 @@ class DPFTRLOptimizer(torch.optim.Optimizer):
             sampler=sampler,
         )
         self.privatizer = GradientPrivatizer(stream)
+        self._seeded = seed is not None
         self._check_momentum()
 
     # --- the wrapped optimizer's state, as Opacus' DPOptimizer exposes it -------------------
@@ -309,15 +318,31 @@ class DPFTRLOptimizer(torch.optim.Optimizer):
 
     def _check_momentum(self) -> None:
         beta = _workload_momentum(self.mechanism)
-        if beta is None or not isinstance(self.original_optimizer, torch.optim.SGD):
+        workload = (
+            "the prefix sum (DP-FTRL: plain SGD)"
+            if beta is None
+            else f"momentum:{beta} (heavy-ball momentum {beta})"
+        )
+        if not isinstance(self.original_optimizer, torch.optim.SGD):
+            if self.privatizer.stream.releases_prefix_sums or beta is not None:
+                warnings.warn(
+                    f"the blob's workload is {workload}, the wrapped optimizer is "
+                    f"{type(self.original_optimizer).__name__}: still private (post-processing), "
+                    "but not the workload the noise was optimized for "
+                    f"(use torch.optim.SGD(momentum={0.0 if beta is None else beta}))",
+                    UserWarning,
+                    stacklevel=3,
+                )
             return
+        if beta is None:
+            return  # DP-FTRL with or without momentum (Kairouz et al. 2021): either is usual
         for i, group in enumerate(self.param_groups):
             momentum = group.get("momentum", 0.0)
             dampening = group.get("dampening", 0.0)
             nesterov = group.get("nesterov", False)
             if momentum != beta or dampening != 0 or nesterov:
                 warnings.warn(
-                    f"the blob's workload is momentum:{beta} (heavy-ball momentum {beta}), the "
+                    f"the blob's workload is {workload}, the "
                     f"SGD's param_groups[{i}] has momentum={momentum}, dampening={dampening}, "
                     f"nesterov={nesterov}: still private (post-processing), but not the "
                     f"workload the noise was optimized for (use SGD(momentum={beta}))",
@@ -480,10 +505,20 @@ class DPFTRLOptimizer(torch.optim.Optimizer):
     def load_state_dict(  # type: ignore[override]
         self, state_dict: Mapping[str, Any], *, released: Optional[int] = None
     ) -> None:
-        """Continues from ``state_dict`` on this fresh optimizer (same mechanism and seed).
+        """Continues from ``state_dict`` on this fresh optimizer (same mechanism and seed;
+        an optimizer made with ``seed=None`` is refused, ``ValueError``: its stream is another).
         A checkpoint of another world size or rank is refused (``ValueError`` naming both):
-        each rank's noise state is of its own shard. ``released``: the steps already released
-        as kept in durable storage (``GradientPrivatizer.load_state_dict``)."""
+        each rank's noise state is of its own shard. ``released`` (required; ``None`` is
+        refused): the steps already released as kept in durable storage
+        (``GradientPrivatizer.load_state_dict``), so that a stale checkpoint is refused rather
+        than replayed."""
+        if not self._seeded:
+            raise ValueError(
+                "load_state_dict: this optimizer was made with seed=None (OS entropy), and a "
+                "checkpoint continues only the stream of the seed it was made with: make the "
+                "optimizer with that seed= (to restart a run, draw its seed once, e.g. "
+                "secrets.token_hex(32), and keep it as secret as the checkpoint)"
+            )
         ours = state_dict["mfc"]
         for key, mine in (("world_size", self.world_size), ("rank", self.rank), ("dim", self.dim)):
             if ours.get(key) != mine:

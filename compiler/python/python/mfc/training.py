@@ -32,14 +32,26 @@ neighbouring relation (``Stream.privacy``).
 
 from __future__ import annotations
 
+import re
 from typing import Any, Optional
 
 import numpy as np
 import numpy.typing as npt
 
-from ._mfc import Stream
+from ._mfc import Mechanism, Stream, StreamError
 
 __all__ = ["GradientPrivatizer"]
+
+# A blob's workload as its report names it: "momentum:0.9" (compiled in this process), or
+# "custom (momentum 0.9, cooldown 10:0.1)" (read from bytes: the compiler's `Workload::label`).
+_MOMENTUM = re.compile(r"momentum[ :]([0-9.eE+-]+)")
+
+
+def _workload_momentum(mechanism: Mechanism) -> Optional[float]:
+    """The ``β`` of a ``momentum:β`` blob, ``None`` for any other workload (the framework
+    wrappers warn when their optimizer's momentum is not the blob's)."""
+    found = _MOMENTUM.search(str(mechanism.report.get("workload", "")))
+    return float(found.group(1)) if found else None
 
 
 class GradientPrivatizer:
@@ -90,11 +102,19 @@ class GradientPrivatizer:
         examples: npt.NDArray[np.float32],
         clips: Optional[npt.NDArray[np.float32]] = None,
     ) -> npt.NDArray[np.float32]:
-        """``ĝ_t`` of one step from ``examples``, its ``(m, d)`` float32 per-example gradients
-        (see the class). ``clips``: the ``m`` whole-row clip factors (``mfc.clip_factor`` of
-        each whole example), required by a shard and refused otherwise. A refusal (``TypeError`` for
+        """``ĝ_t`` of one step from its ``(m, d)`` float32 per-example gradients (see the
+        class). ``clips``: the ``m`` whole-row clip factors (``mfc.clip_factors`` of the whole
+        examples), required by a shard and refused otherwise. A refusal (``TypeError`` for
         another dtype, ``mfc.MfcError`` for a shape, a non-finite value or a finished stream)
-        leaves the privatizer unchanged."""
+        leaves the privatizer unchanged; past the blob's horizon, the ``StreamError`` names the
+        ``steps`` it was compiled with."""
+        horizon = self._stream.horizon
+        if self._stream.steps_released >= horizon:
+            raise StreamError(
+                f"privatize: all {horizon} steps have been released: the blob was compiled with "
+                f"steps={horizon} (one per training step); a longer training needs a blob "
+                "compiled with more steps (mfc.compile(steps=...))"
+            )
         if clips is None:
             release = self._stream.step_examples(examples)
         else:
@@ -121,8 +141,10 @@ class GradientPrivatizer:
         mechanism, seed, dimension and shard; another shard or dimension is refused with
         ``ValueError`` naming both). ``released``: the steps already released as the caller
         keeps them in durable storage; a state behind it is refused (``Stream.restore``), since
-        replaying its later steps would release them twice. Without it, the state's own count
-        is used, which cannot detect a stale state."""
+        replaying its later steps would release them twice. It is required, as by
+        ``Stream.restore`` (``released=None`` is refused with ``ValueError``): the state's own
+        count cannot detect a stale state; pass ``released=state["steps_released"]`` by name
+        only when this state is known to be the latest."""
         for key, mine in (("row_dim", self._stream.row_dim), ("shard", self._stream.shard)):
             theirs = state.get(key)
             if isinstance(theirs, list):
@@ -137,6 +159,12 @@ class GradientPrivatizer:
             raise ValueError(
                 f"load_state_dict: 'previous' has {previous.size} values, expected {self.dim}"
             )
-        steps = int(state["steps_released"])
-        self._stream.restore(state["checkpoint"], released=steps if released is None else released)
+        if released is None:
+            raise ValueError(
+                "load_state_dict: released=None; pass released=N, the steps already released as "
+                "kept in durable storage (a stale state, behind N, is then refused rather than "
+                f"replayed), or released={int(state['steps_released'])} (the state's own count) "
+                "if this state is known to be the latest"
+            )
+        self._stream.restore(state["checkpoint"], released=released)
         self._previous = previous.copy()

@@ -113,7 +113,8 @@ def test_sampler_keeps_random_schemas():
             mask = sampler.eligible(r)
             assert int(mask.sum()) == available, (schema, r)
             if available < per_round:
-                with pytest.raises(ValueError, match=f"round {r}: {available} of num_clients"):
+                expected = f"round {r} \\(Flower's server_round {r + 1}\\): {available} of "
+                with pytest.raises(ValueError, match=expected + "num_clients"):
                     sampler.sample(r)
                 assert len(sampler.history) == r  # unchanged
                 refused += 1
@@ -176,7 +177,8 @@ def test_sampler_refusals():
     for r in range(12):
         sampler.sample(r)
     assert all(set(sampler.history[r]) == set(sampler.history[r % 4]) for r in range(12))
-    with pytest.raises(ValueError, match="round 12: 0 of num_clients=8 clients are eligible"):
+    with pytest.raises(ValueError, match=r"round 12 \(Flower.s server_round 13\): 0 of "
+                       "num_clients=8 clients are eligible"):
         sampler.sample(12)
 
 
@@ -306,6 +308,47 @@ def test_strategy_refusals():
     with pytest.raises(TypeError, match=f"client {proxy.cid}: array 0 is float64"):
         strategy.aggregate_fit(1, [(proxy, res)], [])
     assert privatizer.steps_released == 0
+
+
+def test_a_privatizer_of_another_blob_refused_and_server_momentum_checked():
+    """The privatizer's stream must be the mechanism's blob: one of the same steps, form and
+    schema but another noise multiplier (ε = 40 against 4) is refused naming both. A
+    ``momentum:β`` blob with another ``server_momentum`` warns, naming both."""
+    weak = mfc.compile(steps=4, form="bandmf", bands=2, epsilon=40.0, delta=1e-6,
+                       progress=False)
+    strong = mfc.compile(steps=4, form="bandmf", bands=2, epsilon=4.0, delta=1e-6,
+                         progress=False)
+    with pytest.raises(ValueError, match=r"noise_multiplier, clip_norm\).*this mechanism"):
+        DifferentialPrivacyServerSideCorrelatedNoise(
+            FedAvg(), strong, mfc.GradientPrivatizer(mfc.Stream(weak, DIM, seed=SEED)),
+            num_clients=4, clients_per_round=2)
+    momentum = mfc.compile(steps=4, form="bandmf", bands=2, workload="momentum:0.9",
+                           epsilon=4.0, delta=1e-6, progress=False)
+    with pytest.warns(UserWarning, match=r"momentum:0.9.*server_momentum=0.0.*server_momentum=0.9"):
+        DifferentialPrivacyServerSideCorrelatedNoise(
+            FedAvg(), momentum, mfc.GradientPrivatizer(mfc.Stream(momentum, DIM, seed=SEED)),
+            num_clients=4, clients_per_round=2)
+
+
+def test_round_beyond_the_horizon_refused_before_sampling():
+    """A round past the blob's steps is refused in ``configure_fit`` naming ``steps`` and
+    ``num_rounds``, before any client is sampled (the record stays that of the rounds run)."""
+    mechanism = mfc.compile(steps=2, form="bandmf", bands=1, epsilon=4.0, delta=1e-6,
+                            progress=False)
+    privatizer = mfc.GradientPrivatizer(mfc.Stream(mechanism, DIM, seed=SEED))
+    strategy = DifferentialPrivacyServerSideCorrelatedNoise(
+        FedAvg(initial_parameters=initial()), mechanism, privatizer, num_clients=4,
+        clients_per_round=1)
+    manager = SimpleClientManager()
+    for pid in range(4):
+        manager.register(LocalProxy(str(pid)))
+    for server_round in (1, 2):
+        (proxy, _), = strategy.configure_fit(server_round, initial(), manager)
+        res = FitRes(Status(Code.OK, ""), initial(), 8, {})
+        strategy.aggregate_fit(server_round, [(proxy, res)], [])
+    with pytest.raises(ValueError, match=r"server_round=3: the blob has 2 steps.*num_rounds=2"):
+        strategy.configure_fit(3, initial(), manager)
+    assert len(strategy.sampler.history) == 2 and len(strategy.participation) == 2
 
 
 # --- Flower's simulation ----------------------------------------------------------------------

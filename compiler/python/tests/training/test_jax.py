@@ -166,7 +166,8 @@ def test_refusals(blobs):
         tx.update({**grads, "b": grads["b"].astype(jnp.bfloat16)}, state)
     with pytest.raises(ValueError, match="D=9 coordinates per example, the privatizer dim=8"):
         tx.update({**grads, "b": jnp.zeros((M, 3), jnp.float32)}, state)
-    with pytest.raises(ValueError, match=r"leaf \['w'\] has 5 examples, the first leaf 6"):
+    with pytest.raises(ValueError,
+                       match=r"leaf \['w'\] has 5 examples, the first leaf 6; pass per-"):
         tx.update({**grads, "w": jnp.zeros((5, 3, 2), jnp.float32)}, state)
     with pytest.raises(ValueError, match="Cannot `vmap` ordered IO callback"):
         jax.vmap(tx.update, in_axes=(0, None))(
@@ -185,3 +186,7 @@ def test_refusals(blobs):
     with pytest.raises(Exception, match="count=0 differs from the privatizer's steps_released=1"):
         jax.block_until_ready(tx.update(grads, state))
     assert privatizer.steps_released == 1 and int(later.count) == 1
+    # jax.pmap is not refused by JAX (the module says so): on one device, one step per call.
+    if jax.local_device_count() == 1:
+        jax.pmap(lambda g: tx.update(g, later)[0])(jax.tree_util.tree_map(lambda g: g[None], grads))
+        assert privatizer.steps_released == 2

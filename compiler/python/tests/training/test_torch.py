@@ -206,6 +206,25 @@ def test_a_step_consumes_grad_sample(blobs):
     assert torch.equal(got, expected)
 
 
+def test_opacus_dp_optimizer_refused_and_other_optimizers_warn(blobs):
+    """Opacus' ``DPOptimizer`` (``make_private``) would clip and noise ``p.grad_sample`` again
+    and overwrite mfc's ``ĝ``: refused naming ``original_optimizer``, nothing stepped. An
+    optimizer other than SGD warns for a prefix-sum and a momentum blob, naming both."""
+    net = opacus.GradSampleModule(runs.model())
+    dp = opacus.optimizers.DPOptimizer(torch.optim.SGD(net.parameters(), lr=0.1),
+                                       noise_multiplier=1.0, max_grad_norm=1.0,
+                                       expected_batch_size=4)
+    with pytest.raises(TypeError, match=r"Opacus DPOptimizer.*original_optimizer"):
+        mt.DPFTRLOptimizer(dp, blobs["prefix-banded"], expected_batch_size=4)
+    # Its unwrapped optimizer is accepted.
+    mt.DPFTRLOptimizer(dp.original_optimizer, blobs["prefix-banded"], expected_batch_size=4)
+    for name, expected in (("prefix-banded", r"prefix sum.*Adam.*SGD\(momentum=0.0\)"),
+                           ("bandmf-momentum", r"momentum:0.9.*Adam.*SGD\(momentum=0.9\)")):
+        with pytest.warns(UserWarning, match=expected):
+            mt.DPFTRLOptimizer(torch.optim.Adam(net.parameters(), lr=0.1), blobs[name],
+                               expected_batch_size=4)
+
+
 def test_zero_grad_clears_grad_sample_and_checkpoint_continues(blobs):
     data = runs.batches(20, [BATCH, 5])
     expected, _ = optimizer_run(blobs["bandmf-momentum"], data, momentum=0.9)
@@ -227,6 +246,12 @@ def test_zero_grad_clears_grad_sample_and_checkpoint_continues(blobs):
         fresh.zero_grad()
         fresh.step(grad_samples=runs.per_example_grads(net, x, y))
     assert torch.equal(torch.cat([p.detach().reshape(-1) for p in net.parameters()]), expected)
+    # An optimizer without the seed (OS entropy) cannot continue it: refused naming seed=.
+    unseeded = mt.DPFTRLOptimizer(torch.optim.SGD(net.parameters(), lr=runs.LR, momentum=0.9),
+                                  blobs["bandmf-momentum"], expected_batch_size=BATCH)
+    with pytest.raises(ValueError, match=r"seed=None.*seed="):
+        unseeded.load_state_dict(saved, released=8)
+    assert unseeded.steps_released == 0
     saved["mfc"]["world_size"] = 2
     again = mt.DPFTRLOptimizer(torch.optim.SGD(net.parameters(), lr=runs.LR, momentum=0.9),
                                blobs["bandmf-momentum"], expected_batch_size=BATCH, seed=SEED)
