@@ -88,7 +88,10 @@ class ParticipationSampler:
     ["participation_schema"]`` (``from_mechanism``). ``sample(r)`` draws round ``r`` (0, 1, 2, …
     in order; another round is refused) and records it in ``history``; it raises ``ValueError``
     naming the round and the numbers when fewer than ``clients_per_round`` clients are eligible,
-    leaving the sampler unchanged. ``seed``: numpy's ``default_rng`` seed (``None``: OS entropy);
+    leaving the sampler unchanged. ``num_clients``: the fixed population (clients
+    ``0..num_clients-1``); ``clients_per_round``: drawn each round (at most ``num_clients``, and
+    ``b·clients_per_round ≤ num_clients`` under a separation ``b``). ``seed``: numpy's
+    ``default_rng`` seed (``None``: OS entropy);
     the choice among equally eligible clients does not affect privacy, which rests on the
     schema only."""
 
@@ -141,7 +144,8 @@ class ParticipationSampler:
         *,
         seed: Union[int, None] = None,
     ) -> "ParticipationSampler":
-        """The sampler of ``mechanism``'s stored schema (``report["participation_schema"]``)."""
+        """The sampler of ``mechanism``'s stored schema (``report["participation_schema"]``),
+        with ``num_clients``, ``clients_per_round`` and ``seed`` as for the constructor."""
         return cls(
             mechanism.report["participation_schema"], num_clients, clients_per_round, seed=seed
         )
@@ -214,6 +218,9 @@ class DifferentialPrivacyServerSideCorrelatedNoise(Strategy):
     ``privatizer``: its ``GradientPrivatizer`` (a ``Stream`` of that mechanism whose ``dim`` is the
     model's number of parameters; checked against ``mechanism``). ``num_clients``: the fixed
     population; ``clients_per_round``: sampled each round (the divisor of ``ĝ``).
+    ``server_learning_rate`` (default 1.0, positive) and ``server_momentum`` (default 0.0, in
+    [0, 1); the blob's ``β`` for a ``momentum:β`` blob, else a warning): the server's update
+    ``v ← server_momentum·v + ĝ / clients_per_round``, ``θ ← θ + server_learning_rate·v``.
     ``sampler_seed``: the ``ParticipationSampler``'s. ``participation``: the client ids sampled in
     each round."""
 
@@ -292,7 +299,8 @@ class DifferentialPrivacyServerSideCorrelatedNoise(Strategy):
         return "Differential Privacy Strategy Wrapper (Server-Side Correlated Noise, mfc)"
 
     def initialize_parameters(self, client_manager: ClientManager) -> Optional[Parameters]:
-        """The wrapped strategy's initial parameters; prints the privacy statement (once)."""
+        """The wrapped strategy's initial parameters (from ``client_manager`` if it has none);
+        prints the privacy statement (once)."""
         if not self._printed:
             print(f"mfc privacy statement: {self.statement}", flush=True)
             self._printed = True
@@ -301,7 +309,9 @@ class DifferentialPrivacyServerSideCorrelatedNoise(Strategy):
     def configure_fit(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ) -> list[tuple[ClientProxy, FitIns]]:
-        """Samples this round's clients under the schema (see ``ParticipationSampler``)."""
+        """Samples this round's clients under the schema (see ``ParticipationSampler``) among
+        ``client_manager``'s, sending them ``parameters``, the global model. ``server_round``:
+        Flower's round (1, 2, …), which must be the stream's next step plus one."""
         step = self.privatizer.steps_released
         if server_round != step + 1:
             raise ValueError(
@@ -368,7 +378,10 @@ class DifferentialPrivacyServerSideCorrelatedNoise(Strategy):
         failures: list[Union[tuple[ClientProxy, FitRes], BaseException]],
     ) -> tuple[Optional[Parameters], dict[str, Scalar]]:
         """``θ ← θ + lr·v``, ``v ← β·v + ĝ / clients_per_round`` (see the module), ``ĝ`` the
-        clipped updates of the clients that answered, in the order sampled, plus the noise."""
+        clipped updates of the clients that answered, in the order sampled, plus the noise.
+        ``server_round``: the round ``configure_fit`` configured; ``results``: the sampled
+        clients' ``(proxy, FitRes)`` (an unsampled client is refused); ``failures``: the clients
+        that did not answer (they contribute nothing; the round still takes its step)."""
         if self._global is None or server_round != self.privatizer.steps_released + 1:
             raise ValueError(f"aggregate_fit: round {server_round} was not configured")
         global_flat = np.concatenate([a.reshape(-1) for a in self._global])
@@ -401,7 +414,8 @@ class DifferentialPrivacyServerSideCorrelatedNoise(Strategy):
     def configure_evaluate(
         self, server_round: int, parameters: Parameters, client_manager: ClientManager
     ) -> list[tuple[ClientProxy, EvaluateIns]]:
-        """The wrapped strategy's."""
+        """The wrapped strategy's (``server_round``, ``parameters``, ``client_manager`` passed
+        on): federated evaluation is outside the privacy guarantee (see the module)."""
         return self.strategy.configure_evaluate(server_round, parameters, client_manager)
 
     def aggregate_evaluate(
@@ -410,11 +424,13 @@ class DifferentialPrivacyServerSideCorrelatedNoise(Strategy):
         results: list[tuple[ClientProxy, EvaluateRes]],
         failures: list[Union[tuple[ClientProxy, EvaluateRes], BaseException]],
     ) -> tuple[Optional[float], dict[str, Scalar]]:
-        """The wrapped strategy's."""
+        """The wrapped strategy's (``server_round``, ``results``, ``failures`` passed on):
+        outside the privacy guarantee (see the module)."""
         return self.strategy.aggregate_evaluate(server_round, results, failures)
 
     def evaluate(
         self, server_round: int, parameters: Parameters
     ) -> Optional[tuple[float, dict[str, Scalar]]]:
-        """The wrapped strategy's."""
+        """The wrapped strategy's server-side evaluation of ``parameters`` after
+        ``server_round`` (post-processing of the private model when it uses no client data)."""
         return self.strategy.evaluate(server_round, parameters)

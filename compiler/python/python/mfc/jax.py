@@ -80,7 +80,9 @@ def matrix_factorization_privatizer(
     gradients flattened in ``jax.tree_util`` leaf order (``D`` must be ``privatizer.dim``;
     ``ValueError`` otherwise, and for leaves of different batch sizes). A sharded privatizer is
     refused (``ValueError``): its clip factors need the whole rows, which this transformation does
-    not see."""
+    not see. ``expected_batch_size``: the divisor of ``ĝ_t`` (positive; the expected number of
+    examples per step, ``q·N`` under Poisson sampling, never the batch's own size, which is
+    itself private)."""
     if not isinstance(privatizer, GradientPrivatizer):
         raise TypeError(
             f"privatizer: expected an mfc.GradientPrivatizer, got {type(privatizer).__name__}"

@@ -71,7 +71,8 @@ def as_array(tensor: torch.Tensor, name: str = "tensor") -> npt.NDArray[np.float
     logical order. The tensor is detached first (autograd is not involved); a negated view
     (``_neg_view``) is resolved, the only case that copies. Another dtype: ``TypeError`` naming
     ``.float()``; another device: ``ValueError`` naming ``.cpu()``; a sparse layout:
-    ``TypeError`` naming ``.to_dense()``."""
+    ``TypeError`` naming ``.to_dense()``. ``tensor``: the tensor; ``name``: how refusals name
+    it (default ``"tensor"``)."""
     tensor = _check_tensor(tensor, name).detach().resolve_neg()
     return tensor.numpy()
 
@@ -83,7 +84,8 @@ def flatten_grad_samples(
     every parameter, in the given order (each flattened in row-major order), so that the
     runtime clips the whole example. ``grad_samples``: one ``(m, *p.shape)`` tensor per
     parameter (a list of them, as Opacus accumulates, is concatenated along the examples).
-    A single parameter's contiguous per-sample gradient is used without a copy."""
+    A single parameter's contiguous per-sample gradient is used without a copy. ``params``
+    (optional): the parameters, to check each ``grad_samples`` entry's shape against."""
     flat = []
     m = None
     for i, g in enumerate(grad_samples):
@@ -353,7 +355,9 @@ class DPFTRLOptimizer(torch.optim.Optimizer):
     # --- the step --------------------------------------------------------------------------
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        """Clears ``p.grad`` (the wrapped optimizer's ``zero_grad``) and ``p.grad_sample``."""
+        """Clears ``p.grad`` (the wrapped optimizer's ``zero_grad``) and ``p.grad_sample``.
+        ``set_to_none``: passed to the wrapped optimizer (default ``True``: ``p.grad`` becomes
+        ``None`` rather than zeros)."""
         for p in self.params:
             p.grad_sample = None
         self.original_optimizer.zero_grad(set_to_none)
@@ -374,7 +378,9 @@ class DPFTRLOptimizer(torch.optim.Optimizer):
         self, grad_samples: Optional[Sequence[torch.Tensor]] = None
     ) -> npt.NDArray[np.float32]:
         """``ĝ`` of this step, ``(D,)`` float32, not yet divided by the batch size (the runtime
-        step; ``step`` calls it). Data-parallel, every rank calls it with its own examples."""
+        step; ``step`` calls it). Data-parallel, every rank calls it with its own examples.
+        ``grad_samples``: one ``(m, *p.shape)`` tensor per parameter in the optimizer's order
+        (default: each parameter's ``p.grad_sample``, which it consumes)."""
         params = self.params
         given = self._grad_samples() if grad_samples is None else list(grad_samples)
         if len(given) != len(params):

@@ -102,8 +102,8 @@ class GradientPrivatizer:
         examples: npt.NDArray[np.float32],
         clips: Optional[npt.NDArray[np.float32]] = None,
     ) -> npt.NDArray[np.float32]:
-        """``ĝ_t`` of one step from its ``(m, d)`` float32 per-example gradients (see the
-        class). ``clips``: the ``m`` whole-row clip factors (``mfc.clip_factors`` of the whole
+        """``ĝ_t`` of one step from ``examples``, its ``(m, d)`` float32 per-example gradients
+        (see the class). ``clips``: the ``m`` whole-row clip factors (``mfc.clip_factors`` of the whole
         examples), required by a shard and refused otherwise. A refusal (``TypeError`` for
         another dtype, ``mfc.MfcError`` for a shape, a non-finite value or a finished stream)
         leaves the privatizer unchanged; past the blob's horizon, the ``StreamError`` names the
